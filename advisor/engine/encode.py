@@ -1,0 +1,46 @@
+"""JSON encoding that durable-rules' own parser accepts without silently losing anything.
+
+Its parser rejects exponent floats without a dot (``1e-05``, which Python's ``json.dumps`` writes) —
+inside a batch that drops the fact and every later one while reporting success — and it rejects
+``Infinity``. So numbers are written in positional notation here, and non-finite numbers are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+
+class NotEncodable(ValueError):
+    """A value the engine cannot take (NaN, infinity, an unsupported type)."""
+
+
+def encode(value: Any) -> str:
+    """Encode dicts, lists, strings, bools, ints, finite floats and None as engine-safe JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return encode_number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{encode(str(k))}:{encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(encode(v) for v in value) + "]"
+    raise NotEncodable(f"cannot pass a {type(value).__name__} to the rule engine")
+
+
+def encode_number(value: float) -> str:
+    """A finite float in positional notation (``0.00001``, never ``1e-05``)."""
+    if not math.isfinite(value):
+        raise NotEncodable(f"the rule engine cannot take the non-finite number {value!r}")
+    text = repr(value)
+    if "e" in text or "E" in text:
+        text = format(Decimal(text), "f")
+    return text

@@ -1,0 +1,195 @@
+"""Run facts through the rules with durable-rules' C engine, owning its sharp edges.
+
+* The ruleset is created once per rule set; each diagnosis is its own session (``sid``), deleted
+  afterwards, so nothing leaks from one diagnosis into the next.
+* The C extension is driven directly (no ``durable.lang`` Host): no timer threads, and an exception in
+  our action code is raised here instead of being stored in the session state.
+* Facts are encoded by ``encode`` (no exponent floats, no NaN/inf), carry a unique ``id`` (identical
+  facts are otherwise deduplicated), and are asserted one by one (a fact no rule wants is fine).
+* Facts of families used under ``not`` are asserted first: the engine does not cancel an activation
+  when a negated fact arrives after the fact that triggered it.
+* Derived facts asserted by a rule's ``then.assert`` are validated against their model and fed back,
+  so rules chain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import durable_rules_engine as dre
+from pydantic import ValidationError
+
+from advisor.engine.compile import FAMILY_KEY, compile_rule
+from advisor.engine.encode import NotEncodable, encode
+from advisor.engine.expr import Expression, resolver
+from advisor.engine.spec import NotCondition
+from advisor.errors import EngineError
+from advisor.facts.models import FACT_FAMILIES, Fact
+
+_LOCK = threading.Lock()
+_RULESET_NAMES = itertools.count()
+_SESSIONS = itertools.count()
+_MAX_FIRINGS = 100_000
+_NOT_HANDLED = 1
+
+
+@dataclass
+class Firing:
+    """One activation of a rule: the facts matched under each alias, and the facts it derived."""
+
+    rule_id: str
+    matched: dict[str, Fact]
+    derived: list[Fact] = field(default_factory=list)
+
+    def values(self) -> dict[str, dict[str, Any]]:
+        """alias → field values of the matched facts (what expressions and templates resolve against)."""
+        return {alias: fact.model_dump() for alias, fact in self.matched.items()}
+
+
+class RuleEngine:
+    """A compiled set of rules, ready to run any number of isolated diagnoses."""
+
+    def __init__(self, rules: Sequence[Any]) -> None:
+        """``rules`` are rulebook Rules (spec + compiled expressions)."""
+        self._rules = {f"r{i}": rule for i, rule in enumerate(rules)}
+        self._negated_families = {
+            condition.not_.fact
+            for rule in rules
+            for group in rule.spec.when.groups()
+            for condition in group
+            if isinstance(condition, NotCondition)
+        }
+        self._handle: int | None = None
+        if not self._rules:
+            return
+        definition = {name: compile_rule(rule.spec) for name, rule in self._rules.items()}
+        try:
+            with _LOCK:
+                self._handle = dre.create_ruleset(f"advisor{next(_RULESET_NAMES)}", encode(definition))
+        except dre.error as exc:
+            raise EngineError(f"the rule engine rejected the ruleset ({exc})") from exc
+
+    def close(self) -> None:
+        """Free the engine's ruleset."""
+        if self._handle is not None:
+            with _LOCK:
+                dre.delete_ruleset(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> "RuleEngine":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def run(self, facts: Sequence[Fact]) -> list[Firing]:
+        """Assert ``facts`` in a fresh session and return every firing in order."""
+        if self._handle is None:
+            return []
+        ids = [f.id for f in facts]
+        if len(set(ids)) != len(ids):
+            duplicate = next(i for i in ids if ids.count(i) > 1)
+            raise EngineError(f"two facts share the id {duplicate!r}; the engine would drop one of them")
+        session = _Session(self, f"s{next(_SESSIONS)}", {f.id: f for f in facts})
+        ordered = sorted(facts, key=lambda f: f.family not in self._negated_families)
+        with _LOCK:
+            try:
+                for fact in ordered:
+                    session.assert_fact(fact)
+                return session.drain()
+            finally:
+                session.close()
+
+
+class _Session:
+    def __init__(self, engine: RuleEngine, sid: str, facts: dict[str, Fact]) -> None:
+        self.engine = engine
+        self.handle = engine._handle
+        self.sid = sid
+        self.facts = facts
+        self.state: int | None = None
+        self.firings: list[Firing] = []
+        self.derived_count = itertools.count()
+
+    def assert_fact(self, fact: Fact) -> None:
+        payload = {FAMILY_KEY: fact.family, "sid": self.sid, **_engine_fields(fact)}
+        try:
+            result = dre.assert_fact(self.handle, encode(payload))
+        except NotEncodable as exc:
+            raise EngineError(f"fact {fact.id}: {exc}") from exc
+        except dre.error as exc:
+            raise EngineError(f"the rule engine rejected fact {fact.id} ({exc})") from exc
+        code, state = result
+        if code not in (0, _NOT_HANDLED):
+            raise EngineError(f"the rule engine refused fact {fact.id} (code {code}; a duplicate?)")
+        if code == 0:
+            self.state = state
+
+    def drain(self) -> list[Firing]:
+        """Run pending activations until none is left, handling each firing in our own code."""
+        if self.state is None:
+            return self.firings
+        pending = dre.start_action_for_state(self.handle, self.state)
+        message = pending[1] if pending else None
+        while message:
+            if len(self.firings) >= _MAX_FIRINGS:
+                dre.abandon_action(self.handle, self.state)
+                raise EngineError(f"more than {_MAX_FIRINGS} rule firings; do derived facts trigger each other?")
+            try:
+                self._fire(json.loads(message))
+            except Exception:
+                dre.abandon_action(self.handle, self.state)
+                raise
+            message = dre.complete_and_start_action(self.handle, self.state)
+            if not message:
+                pending = dre.start_action_for_state(self.handle, self.state)
+                message = pending[1] if pending else None
+        return self.firings
+
+    def _fire(self, message: dict[str, Any]) -> None:
+        ((name, bindings),) = message.items()
+        rule = self.engine._rules[name]
+        matched = {alias: self.facts[payload["id"]] for alias, payload in bindings.items()}
+        firing = Firing(rule_id=rule.id, matched=matched)
+        self.firings.append(firing)
+        derivation = rule.spec.then.assert_
+        if derivation is not None:
+            fact = self._derive(rule, derivation.fact, firing)
+            firing.derived.append(fact)
+            self.facts[fact.id] = fact
+            self.assert_fact(fact)
+
+    def _derive(self, rule: Any, family: str, firing: Firing) -> Fact:
+        resolve = resolver(firing.values())
+        values: dict[str, Any] = {}
+        for field_name, value in rule.exprs.derived_values.items():
+            values[field_name] = value.evaluate(resolve) if isinstance(value, Expression) else value
+        values = {k: v for k, v in values.items() if v is not None}
+        sources = sorted({s for fact in firing.matched.values() for s in fact.sources})
+        try:
+            return FACT_FAMILIES[family](
+                id=f"{family}:{rule.id}:{next(self.derived_count)}", sources=sources, **values
+            )
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise EngineError(f"rule {rule.id} derived an invalid {family} fact ({problems})") from exc
+
+    def close(self) -> None:
+        try:
+            dre.delete_state(self.handle, self.sid)
+        except dre.error:
+            pass  # no fact was ever handled in this session, so there is no state to delete
+
+
+def _engine_fields(fact: Fact) -> dict[str, Any]:
+    """The scalar fields of a fact (None dropped: a missing field fails every comparison, as intended)."""
+    return {
+        key: value
+        for key, value in fact.model_dump().items()
+        if value is not None and isinstance(value, (str, int, float, bool)) and key != FAMILY_KEY
+    }

@@ -1,0 +1,449 @@
+"""Rule files (rules/<pack>/<id>.yaml, design §4.1) as typed models, validated against the fact catalogue.
+
+A rule says *when* (conditions on facts: ``all``/``any`` of fact conditions, ``not`` for absence, joins
+through ``{ref: alias.field}``) and *then* (knowledge ids to recommend, a gain expression, and/or a
+derived fact to assert for other rules to match). Validation happens once at load time, so a rule that
+names an unknown fact field, compares a text field with a number, uses a regex the engine cannot run
+or can never be true is rejected with a message instead of silently never firing.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from advisor.engine.expr import Expression, ExpressionError, Template, check_format_spec
+from advisor.engine.regex import UnsupportedRegex, translate
+from advisor.facts.models import FACT_FAMILIES, Fact
+from advisor.text import Text
+
+Scalar = Union[bool, int, float, str]
+_ALIAS = re.compile(r"^[a-z][a-z0-9_]*$")
+_RULE_ID = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+_RESERVED_FIELDS = {"family", "sid"}
+COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte", "matches", "imatches", "exists", "in")
+_NUMERIC_OPS = {"gt", "gte", "lt", "lte"}
+_TEXT_OPS = {"matches", "imatches"}
+
+Category = Literal[
+    "parallel-strategy",
+    "io",
+    "host-dispatch",
+    "affinity-operator",
+    "fused-operator",
+    "fused-optimizer",
+    "mc2",
+    "superkernel",
+    "memory",
+    "communication",
+    "cluster",
+    "kernel-efficiency",
+    "environment",
+    "profiling",
+]
+Severity = Literal["high", "medium", "low"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Ref(_Model):
+    """A join: the value of another matched fact's field, ``{ref: alias.field}``."""
+
+    ref: str
+
+    @field_validator("ref")
+    @classmethod
+    def _dotted(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("a reference is written alias.field")
+        return value
+
+    @property
+    def alias(self) -> str:
+        return self.ref.split(".", 1)[0]
+
+    @property
+    def field(self) -> str:
+        return self.ref.split(".", 1)[1]
+
+
+Operand = Union[Ref, Scalar]
+
+
+class Predicate(_Model):
+    """Comparisons on one field, all of which must hold; a bare value in YAML means ``eq``."""
+
+    eq: Operand | None = None
+    ne: Operand | None = None
+    gt: Operand | None = None
+    gte: Operand | None = None
+    lt: Operand | None = None
+    lte: Operand | None = None
+    matches: str | None = None
+    imatches: str | None = None
+    exists: bool | None = None
+    in_: list[Scalar] | None = Field(None, alias="in", min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_value_is_eq(cls, value: object) -> object:
+        return {"eq": value} if not isinstance(value, dict) or "ref" in value else value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> "Predicate":
+        if not self.comparisons():
+            raise ValueError(f"a field condition needs one of: {', '.join(COMPARISONS)}")
+        return self
+
+    def comparisons(self) -> list[tuple[str, Any]]:
+        return [
+            (name, getattr(self, "in_" if name == "in" else name))
+            for name in COMPARISONS
+            if getattr(self, "in_" if name == "in" else name) is not None
+        ]
+
+
+class FactCondition(_Model):
+    """A fact of one family whose fields satisfy ``where``; ``as`` names it for joins and templates."""
+
+    fact: str
+    as_: str | None = Field(None, alias="as")
+    where: dict[str, Predicate] = Field(default_factory=dict)
+
+    @property
+    def alias(self) -> str:
+        return self.as_ or self.fact
+
+
+class NotCondition(_Model):
+    """No fact matches the inner condition."""
+
+    not_: FactCondition = Field(alias="not")
+
+
+class AllGroup(_Model):
+    """Inside ``any``: several fact conditions that must hold together."""
+
+    all: list[FactCondition] = Field(min_length=1)
+
+
+class When(_Model):
+    """Exactly one of ``all`` (every item holds) or ``any`` (at least one item holds)."""
+
+    all: list[FactCondition | NotCondition] | None = Field(None, min_length=1)
+    any: list[FactCondition | AllGroup] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "When":
+        if (self.all is None) == (self.any is None):
+            raise ValueError("'when' takes exactly one of 'all' or 'any'")
+        return self
+
+    def groups(self) -> list[list[FactCondition | NotCondition]]:
+        """The alternatives, each a list of conditions that hold together."""
+        if self.all is not None:
+            return [list(self.all)]
+        assert self.any is not None
+        return [list(item.all) if isinstance(item, AllGroup) else [item] for item in self.any]
+
+
+class Derivation(_Model):
+    """A fact the rule asserts when it fires; values are literals or ``= expression``."""
+
+    fact: str
+    values: dict[str, Scalar | None] = Field(default_factory=dict)
+
+
+class Then(_Model):
+    recommend: list[str] = Field(default_factory=list)
+    gain_us: str | float | None = None
+    key: str | None = None
+    assert_: Derivation | None = Field(None, alias="assert")
+
+    @model_validator(mode="after")
+    def _does_something(self) -> "Then":
+        if not self.recommend and self.assert_ is None:
+            raise ValueError("'then' needs 'recommend' (a finding), 'assert' (a derived fact), or both")
+        if self.recommend and self.gain_us is None:
+            raise ValueError("a rule that recommends must estimate 'gain_us'")
+        return self
+
+
+class RuleTestCase(_Model):
+    """An embedded test case: facts (``fact: family`` plus fields) and whether the rule fires."""
+
+    name: str
+    facts: list[dict[str, Any]] = Field(min_length=1)
+    expect: Literal["fire", "quiet"]
+
+
+class RuleSpec(_Model):
+    """One rule file."""
+
+    id: str
+    title: Text
+    category: Category
+    severity: Literal["auto", "high", "medium", "low"] = "auto"
+    severity_reason: str | None = None
+    description: Text | None = None
+    when: When
+    then: Then
+    explain: Text | None = None
+    tests: list[RuleTestCase] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _dotted_id(cls, value: str) -> str:
+        if not _RULE_ID.match(value):
+            raise ValueError("a rule id is dotted lower-case words, e.g. affinity.index_put_hot")
+        return value
+
+    @model_validator(mode="after")
+    def _severity_reason(self) -> "RuleSpec":
+        if self.severity != "auto" and not self.severity_reason:
+            raise ValueError("a fixed severity needs a 'severity_reason'")
+        if self.then.recommend and self.explain is None:
+            raise ValueError("a rule that recommends needs an 'explain' text")
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
+# Semantic checks against the fact catalogue
+
+
+class CompiledExpressions(BaseModel):
+    """The parsed expressions and templates of a rule, ready to evaluate."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    gain: Expression | None
+    key: Template | None
+    explain: dict[str, Template]
+    derived_values: dict[str, Expression | Scalar | None]
+
+
+def check_rule(spec: RuleSpec) -> tuple[list[str], CompiledExpressions | None]:
+    """Validate a parsed rule against the fact catalogue; return (problems, compiled expressions)."""
+    problems: list[str] = []
+    aliases: dict[str, type[Fact]] = {}
+    negated: list[str] = []
+    for group_index, group in enumerate(spec.when.groups()):
+        defined: dict[str, type[Fact]] = {}
+        for condition in group:
+            inner = condition.not_ if isinstance(condition, NotCondition) else condition
+            where = f"when: {inner.alias}"
+            model = FACT_FAMILIES.get(inner.fact)
+            if model is None:
+                problems.append(f"{where}: unknown fact family {inner.fact!r} (known: {', '.join(FACT_FAMILIES)})")
+                continue
+            if not _ALIAS.match(inner.alias):
+                problems.append(f"{where}: alias must be lower-case letters, digits and '_'")
+            if inner.alias in defined or (inner.alias in aliases and aliases[inner.alias] is not model):
+                problems.append(f"{where}: alias {inner.alias!r} is used twice; give one of them 'as: …'")
+            if isinstance(condition, NotCondition):
+                negated.append(inner.fact)
+                if model.derived:
+                    problems.append(
+                        f"{where}: 'not' on the derived family {inner.fact!r} is unreliable (the engine cannot "
+                        "retract an activation when a negated fact arrives later); negate a measured family"
+                    )
+            for field, predicate in inner.where.items():
+                problems.extend(_check_predicate(f"{where}.{field}", model, field, predicate, defined))
+            defined[inner.alias] = model
+        if group_index == 0 or spec.when.any is not None:
+            aliases.update({a: m for a, m in defined.items()})
+    compiled = _compile_expressions(spec, aliases, problems)
+    return problems, compiled
+
+
+def _check_predicate(
+    where: str, model: type[Fact], field: str, predicate: Predicate, defined: dict[str, type[Fact]]
+) -> list[str]:
+    problems: list[str] = []
+    if field in _RESERVED_FIELDS or field not in model.model_fields:
+        fields = ", ".join(f for f in model.model_fields if f != "sources")
+        return [f"{where}: {model.family} has no field {field!r} (fields: {fields})"]
+    kind = field_kind(model, field)
+    if kind == "list":
+        return [f"{where}: list fields cannot be compared"]
+    bounds = field_bounds(model, field)
+    choices = literal_choices(model, field)
+    for op, operand in predicate.comparisons():
+        if isinstance(operand, Ref):
+            ref_model = defined.get(operand.alias)
+            if ref_model is None:
+                problems.append(f"{where}: {op} refers to {operand.alias!r}, which is not an earlier condition")
+            elif operand.field not in ref_model.model_fields:
+                problems.append(f"{where}: {op} refers to {operand.ref!r}, but {ref_model.family} has no such field")
+            elif field_kind(ref_model, operand.field) != kind:
+                problems.append(f"{where}: {op} compares a {kind} field with the {field_kind(ref_model, operand.field)} {operand.ref!r}")
+            continue
+        if op == "exists":
+            continue
+        values = operand if op == "in" else [operand]
+        if op in _TEXT_OPS:
+            if kind != "text":
+                problems.append(f"{where}: {op} works on text fields; {field!r} is {kind}")
+                continue
+            try:
+                translate(operand)
+            except UnsupportedRegex as exc:
+                problems.append(f"{where}: regex {operand!r} {exc}")
+            continue
+        if op in _NUMERIC_OPS and kind != "number":
+            problems.append(f"{where}: {op} needs a number field; {field!r} is {kind}")
+            continue
+        for value in values:
+            if _value_kind(value) != kind:
+                problems.append(f"{where}: {op} {value!r} compares a {kind} field with a {_value_kind(value)}")
+            elif choices is not None and op in ("eq", "ne", "in") and value not in choices:
+                problems.append(f"{where}: {value!r} is not a possible value (one of {', '.join(map(repr, choices))})")
+            elif kind == "number" and _never_true(op, float(value), bounds):
+                lo, hi = bounds
+                problems.append(f"{where}: {op} {value!r} can never be true; the field ranges over [{lo}, {hi}]")
+    return problems
+
+
+def _compile_expressions(
+    spec: RuleSpec, aliases: dict[str, type[Fact]], problems: list[str]
+) -> CompiledExpressions | None:
+    def check_refs(what: str, refs) -> None:
+        for ref in refs:
+            model = aliases.get(ref.alias)
+            if model is None:
+                problems.append(f"{what}: {ref.alias!r} is not an alias of this rule ({', '.join(aliases) or 'none'})")
+            elif ref.field not in model.model_fields or ref.field in _RESERVED_FIELDS:
+                problems.append(f"{what}: {model.family} has no field {ref.field!r}")
+
+    try:
+        gain = None
+        if spec.then.gain_us is not None:
+            gain = Expression(str(spec.then.gain_us))
+            check_refs("then.gain_us", gain.references)
+            for ref in gain.references:
+                model = aliases.get(ref.alias)
+                if model and ref.field in model.model_fields and field_kind(model, ref.field) != "number":
+                    problems.append(f"then.gain_us: {ref.alias}.{ref.field} is not a number")
+        key = Template(spec.then.key) if spec.then.key else None
+        explain: dict[str, Template] = {}
+        if spec.explain is not None:
+            explain = {"en": Template(spec.explain.en)}
+            if spec.explain.zh:
+                explain["zh"] = Template(spec.explain.zh)
+        for name, template in [("then.key", key), *[(f"explain.{k}", t) for k, t in explain.items()]]:
+            if template is None:
+                continue
+            check_refs(name, [ref for ref, _ in template.references])
+            for ref, fmt in template.references:
+                model = aliases.get(ref.alias)
+                if fmt and model and ref.field in model.model_fields:
+                    check_format_spec(fmt, 0.5 if field_kind(model, ref.field) == "number" else "x")
+        derived_values = _derived_values(spec, aliases, problems, check_refs)
+    except ExpressionError as exc:
+        problems.append(str(exc))
+        return None
+    return CompiledExpressions(gain=gain, key=key, explain=explain, derived_values=derived_values)
+
+
+def _derived_values(spec: RuleSpec, aliases, problems: list[str], check_refs) -> dict[str, Any]:
+    derivation = spec.then.assert_
+    if derivation is None:
+        return {}
+    model = FACT_FAMILIES.get(derivation.fact)
+    if model is None:
+        problems.append(f"then.assert: unknown fact family {derivation.fact!r}")
+        return {}
+    if not model.derived:
+        problems.append(f"then.assert: {derivation.fact!r} is a measured family; rules may only assert derived ones")
+    values: dict[str, Any] = {}
+    for field, value in derivation.values.items():
+        if field not in model.model_fields or field in ("id", "sources"):
+            problems.append(f"then.assert.{field}: {derivation.fact} has no settable field {field!r}")
+            continue
+        if isinstance(value, str) and value.startswith("="):
+            expression = Expression(value[1:])
+            check_refs(f"then.assert.{field}", expression.references)
+            values[field] = expression
+        else:
+            values[field] = value
+    return values
+
+
+# --------------------------------------------------------------------------------------------------
+# What the catalogue says about a field
+
+
+def field_kind(model: type[Fact], field: str) -> str:
+    """'number', 'text', 'bool' or 'list' for a fact field."""
+    annotation = _strip_optional(model.model_fields[field].annotation)
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return _value_kind(typing.get_args(annotation)[0])
+    if origin in (list, tuple):
+        return "list"
+    if annotation is bool:
+        return "bool"
+    if annotation in (int, float):
+        return "number"
+    return "text"
+
+
+def literal_choices(model: type[Fact], field: str) -> tuple[Any, ...] | None:
+    annotation = _strip_optional(model.model_fields[field].annotation)
+    return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
+
+
+def field_bounds(model: type[Fact], field: str) -> tuple[float | None, float | None]:
+    """The documented [ge, le] range of a numeric field (None where open)."""
+    info = model.model_fields[field]
+    metadata = list(info.metadata) + _nested_metadata(info.annotation)
+    lo = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
+    hi = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
+    return lo, hi
+
+
+def _nested_metadata(annotation: Any) -> list[Any]:
+    """Constraints inside ``Optional[Annotated[float, Field(ge=…)]]``."""
+    found: list[Any] = []
+    for arg in typing.get_args(annotation):
+        if typing.get_origin(arg) is Annotated:
+            for extra in typing.get_args(arg)[1:]:
+                found.extend(getattr(extra, "metadata", [extra]))
+        elif typing.get_args(arg):
+            found.extend(_nested_metadata(arg))
+    return found
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return _strip_optional(args[0])
+    if typing.get_origin(annotation) is Annotated:
+        return _strip_optional(typing.get_args(annotation)[0])
+    return annotation
+
+
+def _value_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text"
+
+
+def _never_true(op: str, value: float, bounds: tuple[float | None, float | None]) -> bool:
+    lo, hi = bounds
+    return (
+        (op == "gt" and hi is not None and value >= hi)
+        or (op == "gte" and hi is not None and value > hi)
+        or (op == "lt" and lo is not None and value <= lo)
+        or (op == "lte" and lo is not None and value < lo)
+        or (op == "eq" and ((hi is not None and value > hi) or (lo is not None and value < lo)))
+    )

@@ -1,0 +1,191 @@
+"""Facts: compute the fact families from a Profile (design §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from advisor.facts.context import context_fact
+from advisor.facts.models import (
+    FACT_FAMILIES,
+    BottleneckFact,
+    BreakdownFact,
+    ContextFact,
+    Fact,
+    OperatorFact,
+    StepFact,
+)
+from advisor.facts.operators import compute_kernels, in_steps, operator_stats, operator_stats_from_statistic
+from advisor.facts.steps import clean_step_rows, mean_step, step_breakdown
+from advisor.ingest import Profile, RankData
+
+__all__ = [
+    "FACT_FAMILIES",
+    "BottleneckFact",
+    "BreakdownFact",
+    "ContextFact",
+    "Fact",
+    "FactSet",
+    "OperatorFact",
+    "StepFact",
+    "extract_facts",
+]
+
+_STEP_COLUMNS = "Computing,Communication(Not Overlapped),Free,Communication,Overlapped,Bubble,Preparing"
+_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us)"
+_STATISTIC_COLUMNS = "OP Type,Core Type,Count,Total Time(us),Max Time(us)"
+
+
+@dataclass
+class FactSet:
+    """All facts of one profile, plus problems met while computing them."""
+
+    facts: list[Fact] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def of(self, family: type[Fact]) -> list:
+        return [f for f in self.facts if isinstance(f, family)]
+
+
+def extract_facts(profile: Profile) -> FactSet:
+    """Compute every fact family this version knows from the profile's tables."""
+    out = FactSet()
+    rank_breakdowns: list[BreakdownFact] = []
+    step_numbers: set[int] = set()
+    for rank in profile.ranks:
+        steps = _step_facts(profile, rank, out.warnings)
+        out.facts.extend(steps)
+        step_numbers.update(s.step for s in steps if s.step is not None)
+        breakdown = _rank_breakdown(rank.rank, steps)
+        if breakdown is not None:
+            rank_breakdowns.append(breakdown)
+            out.facts.append(breakdown)
+        out.facts.extend(_operator_facts(profile, rank, steps, breakdown))
+    if rank_breakdowns:
+        out.facts.append(_profile_breakdown(rank_breakdowns))
+    out.facts.insert(0, context_fact(profile, sorted(step_numbers)))
+    return out
+
+
+def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[StepFact]:
+    if rank.step_trace is None:
+        return []
+    source = f"{profile.shown(rank.step_trace.path)}[{_STEP_COLUMNS}]"
+    rows, problems = clean_step_rows(rank.step_trace.frame)
+    warnings.extend(f"{profile.shown(rank.step_trace.path)}: {p}" for p in problems)
+    facts = []
+    for position, row in enumerate(step_breakdown(rows).to_dict("records")):
+        step = _int_or_none(row.get("step"))
+        facts.append(
+            StepFact(
+                id=f"step:r{rank.rank}:{'s' + str(step) if step is not None else 'n' + str(position)}",
+                sources=[source],
+                rank=rank.rank,
+                step=step,
+                **_times(row),
+                stage_us=_float_or_none(row.get("stage_us")),
+            )
+        )
+    return facts
+
+
+def _rank_breakdown(rank: int, steps: list[StepFact]) -> BreakdownFact | None:
+    if not steps:
+        return None
+    mean = mean_step(pd.DataFrame([s.model_dump() for s in steps]))
+    return BreakdownFact(
+        id=f"breakdown:r{rank}",
+        sources=sorted({src for s in steps for src in s.sources}),
+        scope="rank",
+        rank=rank,
+        steps=len(steps),
+        dominant_overhead=mean["dominant_overhead"],
+        **_times(mean),
+    )
+
+
+def _profile_breakdown(ranks: list[BreakdownFact]) -> BreakdownFact:
+    mean = mean_step(pd.DataFrame([b.model_dump() for b in ranks]))
+    return BreakdownFact(
+        id="breakdown:profile",
+        sources=sorted({src for b in ranks for src in b.sources}),
+        scope="profile",
+        steps=max(b.steps for b in ranks),
+        dominant_overhead=mean["dominant_overhead"],
+        **_times(mean),
+    )
+
+
+def _operator_facts(
+    profile: Profile, rank: RankData, steps: list[StepFact], breakdown: BreakdownFact | None
+) -> list[OperatorFact]:
+    step_numbers = [s.step for s in steps if s.step is not None]
+    if rank.kernels is not None:
+        kernels = in_steps(compute_kernels(rank.kernels.frame), step_numbers)
+        step_count = len(step_numbers) or _distinct_steps(kernels)
+        stats = operator_stats(kernels, step_count)
+        source = f"{profile.shown(rank.kernels.path)}[Name,{_KERNEL_COLUMNS}]"
+    elif rank.op_statistic is not None:
+        stats = operator_stats_from_statistic(rank.op_statistic.frame, len(steps))
+        source = f"{profile.shown(rank.op_statistic.path)}[{_STATISTIC_COLUMNS}]"
+    else:
+        return []
+    step_time = breakdown.step_time_us if breakdown is not None else None
+    facts = []
+    for row in stats.to_dict("records"):
+        share_of_step = min(row["total_us_per_step"] / step_time, 1.0) if step_time else None
+        facts.append(
+            OperatorFact(
+                id=f"operator:r{rank.rank}:{row['position']}",
+                sources=[source],
+                rank=rank.rank,
+                op_type=str(row["type"]),
+                accelerator_core=None if pd.isna(row["accelerator_core"]) else str(row["accelerator_core"]),
+                type_source=row["type_source"],
+                count_per_step=float(row["count_per_step"]),
+                total_us_per_step=float(row["total_us_per_step"]),
+                mean_us=float(row["mean_us"]),
+                max_us=float(row["max_us"]),
+                share_of_compute=min(float(row["share_of_compute"]), 1.0),
+                share_of_step=share_of_step,
+                position=int(row["position"]),
+            )
+        )
+    return facts
+
+
+def _distinct_steps(kernels: pd.DataFrame) -> int:
+    if "step" not in kernels:
+        return 1
+    return max(int(kernels["step"].dropna().nunique()), 1)
+
+
+def _times(row) -> dict:
+    """The time and ratio fields shared by step and breakdown facts, NaN mapped to None."""
+    keys = (
+        "step_time_us",
+        "compute_us",
+        "comm_not_overlapped_us",
+        "free_us",
+        "communication_us",
+        "overlapped_us",
+        "bubble_us",
+        "preparing_us",
+        "compute_ratio",
+        "communication_ratio",
+        "free_ratio",
+    )
+    return {k: _float_or_none(row.get(k)) for k in keys}
+
+
+def _float_or_none(value) -> float | None:
+    if value is None or pd.isna(value):
+        return None
+    return max(float(value), 0.0)
+
+
+def _int_or_none(value) -> int | None:
+    if value is None or pd.isna(value):
+        return None
+    return int(value)

@@ -1,0 +1,125 @@
+"""The fact families: flat, typed, JSON-safe records that rules are written against.
+
+Every fact carries an ``id`` (unique within one diagnosis; the engine deduplicates facts with equal
+content otherwise) and ``sources``: the files and columns it was computed from. Field descriptions are
+the documentation rule authors read (``advisor facts``); units are in the field names (``_us`` = µs per
+step unless stated, ``_ratio``/``share`` = 0..1).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
+Micros = Annotated[float, Field(ge=0.0)]
+BottleneckKind = Literal["compute", "communication", "host", "io", "memory", "balanced"]
+
+
+class Fact(BaseModel):
+    """Base of every fact family."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    family: ClassVar[str]
+    derived: ClassVar[bool] = False
+
+    id: str = Field(description="Unique id of this fact within one diagnosis.")
+    sources: list[str] = Field(default_factory=list, description="Files (and columns) the fact was computed from.")
+
+
+class ContextFact(Fact):
+    """What was profiled and how: one per profile."""
+
+    family: ClassVar[str] = "context"
+
+    format: str = Field(description="Input format: ascend-pytorch or ascend-mindspore.")
+    profiler_level: str | None = Field(None, description="Level_none, Level0, Level1 or Level2 (profiler_info).")
+    aic_metrics: str | None = Field(None, description="AI Core metric set collected, e.g. ACL_AICORE_PIPE_UTILIZATION.")
+    torch_npu_version: str | None = Field(None, description="torch_npu version (profiler_info, torch_npu >= 2.5).")
+    cann_version: str | None = Field(None, description="CANN version (profiler_info, or the device info.json).")
+    hardware: str | None = Field(None, description="Chip family inferred from the PMU columns, e.g. 'Atlas A2/A3'.")
+    ai_core_count: int | None = Field(None, ge=0, description="AI (cube) cores per device (device info.json).")
+    vector_core_count: int | None = Field(None, ge=0, description="AI vector cores per device (device info.json).")
+    aic_frequency_mhz: float | None = Field(None, ge=0, description="AI Core clock in MHz (device info.json).")
+    rank_count: int = Field(ge=1, description="Number of ranks in the profile.")
+    step_count: int = Field(ge=0, description="Number of profiled steps (0 when the capture has no step info).")
+    has_step_info: bool = Field(description="Whether ProfilerStep#N boundaries were recorded.")
+    record_shapes: bool | None = Field(None, description="record_shapes was on.")
+    profile_memory: bool | None = Field(None, description="profile_memory was on.")
+    with_stack: bool | None = Field(None, description="with_stack was on (call stacks available).")
+
+
+class _TimeBreakdown(Fact):
+    """Device time of a step split into compute, not-overlapped communication and free (idle) time."""
+
+    rank: int | None = Field(None, ge=0, description="Rank; absent for the profile-wide breakdown.")
+    step_time_us: Micros = Field(description="Computing + Communication(Not Overlapped) + Free: the device span of a step.")
+    compute_us: Micros = Field(description="Computing: union of compute-kernel time.")
+    comm_not_overlapped_us: Micros = Field(description="Communication(Not Overlapped): collectives not hidden by compute.")
+    free_us: Micros = Field(description="Free: device neither computing nor communicating.")
+    communication_us: Micros | None = Field(None, description="Communication: all collective time, overlapped or not.")
+    overlapped_us: Micros | None = Field(None, description="Communication hidden behind compute.")
+    bubble_us: Micros | None = Field(None, description="Bubble: pipeline-parallel receive waits (hcom_receive).")
+    preparing_us: Micros | None = Field(None, description="Preparing: host step start to first device task.")
+    compute_ratio: Ratio = Field(description="compute_us / step_time_us.")
+    communication_ratio: Ratio = Field(description="comm_not_overlapped_us / step_time_us.")
+    free_ratio: Ratio = Field(description="free_us / step_time_us.")
+
+
+class StepFact(_TimeBreakdown):
+    """One profiled step of one rank (a row of step_trace_time.csv)."""
+
+    family: ClassVar[str] = "step"
+
+    step: int | None = Field(None, description="Step number N of ProfilerStep#N; absent without step info.")
+    stage_us: Micros | None = Field(None, description="Stage as written by the profiler (span minus bubble).")
+
+
+class BreakdownFact(_TimeBreakdown):
+    """The mean step of one rank (scope 'rank') or of the whole profile (scope 'profile')."""
+
+    family: ClassVar[str] = "breakdown"
+
+    scope: Literal["rank", "profile"] = Field(description="'rank' for one rank, 'profile' for the mean over ranks.")
+    steps: int = Field(ge=1, description="Number of step rows averaged.")
+    dominant_overhead: Literal["communication", "free"] = Field(
+        description="The larger of not-overlapped communication and free time."
+    )
+
+
+class OperatorFact(Fact):
+    """Device kernels of one operator type on one core type, on one rank, per step."""
+
+    family: ClassVar[str] = "operator"
+
+    rank: int = Field(ge=0, description="Rank.")
+    op_type: str = Field(description="Operator type (kernel_details Type; the kernel Name when the type is unknown).")
+    accelerator_core: str | None = Field(None, description="AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, …")
+    type_source: Literal["type", "name"] = Field(description="'name' when Type was N/A (Level0) and Name was used.")
+    count_per_step: Micros = Field(description="Kernel launches per step.")
+    total_us_per_step: Micros = Field(description="Summed kernel duration per step, µs.")
+    mean_us: Micros = Field(description="Mean kernel duration, µs.")
+    max_us: Micros = Field(description="Longest kernel, µs.")
+    share_of_compute: Ratio = Field(description="Share of all compute-kernel time (collectives excluded).")
+    share_of_step: Ratio | None = Field(None, description="total_us_per_step / the rank's step_time_us (capped at 1).")
+    position: int = Field(ge=1, description="1 for the operator type with the most time on this rank, 2 next, …")
+
+
+class BottleneckFact(Fact):
+    """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
+
+    family: ClassVar[str] = "bottleneck"
+    derived: ClassVar[bool] = True
+
+    scope: Literal["rank", "profile"] = Field(description="'rank' or 'profile', as the breakdown it came from.")
+    rank: int | None = Field(None, ge=0, description="Rank; absent for the profile verdict.")
+    kind: BottleneckKind = Field(description="compute, communication, host, io, memory or balanced.")
+    ratio: Ratio = Field(description="Share of step time of the deciding component.")
+
+
+FACT_FAMILIES: dict[str, type[Fact]] = {
+    model.family: model
+    for model in (ContextFact, StepFact, BreakdownFact, OperatorFact, BottleneckFact)
+}

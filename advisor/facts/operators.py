@@ -1,0 +1,79 @@
+"""Operator statistics: pure functions over kernel_details (or op_statistic) tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+COMMUNICATION_CORES = frozenset({"HCCL", "COMMUNICATION"})
+
+
+def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows without the collective-communication ops, with a usable operator type.
+
+    Collectives (Accelerator Core HCCL/COMMUNICATION, or names starting with ``hcom_``) are not compute.
+    Where Type is unknown (Level0 writes N/A) the kernel Name stands in and ``type_source`` says so.
+    """
+    core = kernels["accelerator_core"] if "accelerator_core" in kernels else pd.Series(pd.NA, index=kernels.index)
+    name = kernels["name"].fillna("")
+    is_comm = core.fillna("").str.upper().isin(COMMUNICATION_CORES) | name.str.lower().str.startswith("hcom_")
+    rows = kernels.loc[~is_comm & kernels["duration_us"].notna() & (kernels["duration_us"] >= 0)]
+    op_type = rows["type"] if "type" in rows else pd.Series(pd.NA, index=rows.index, dtype="str")
+    known = op_type.notna()
+    return pd.DataFrame(
+        {
+            "step": rows["step"] if "step" in rows else pd.NA,
+            "type": op_type.where(known, rows["name"]),
+            "type_source": known.map({True: "type", False: "name"}),
+            "accelerator_core": core.loc[rows.index],
+            "duration_us": rows["duration_us"],
+        }
+    )
+
+
+def in_steps(kernels: pd.DataFrame, steps: list[int]) -> pd.DataFrame:
+    """The kernel rows that belong to one of ``steps`` (all rows when the table has no step column)."""
+    if not steps or "step" not in kernels or kernels["step"].isna().all():
+        return kernels
+    numbers = pd.to_numeric(kernels["step"], errors="coerce")
+    return kernels.loc[numbers.isin(steps)]
+
+
+def operator_stats(kernels: pd.DataFrame, step_count: int) -> pd.DataFrame:
+    """Per (type, accelerator core): counts and times per step, mean/max duration, share of compute time."""
+    per_step = max(step_count, 1)
+    grouped = kernels.groupby(["type", "accelerator_core"], dropna=False, sort=False)
+    stats = grouped.agg(
+        type_source=("type_source", "first"),
+        count=("duration_us", "size"),
+        total_us=("duration_us", "sum"),
+        mean_us=("duration_us", "mean"),
+        max_us=("duration_us", "max"),
+    ).reset_index()
+    return _finish(stats, per_step)
+
+
+def operator_stats_from_statistic(op_statistic: pd.DataFrame, step_count: int) -> pd.DataFrame:
+    """The same statistics from op_statistic.csv, whose totals cover the whole capture."""
+    rows = op_statistic.loc[op_statistic["total_us"].notna() & (op_statistic["total_us"] >= 0)]
+    stats = pd.DataFrame(
+        {
+            "type": rows["type"],
+            "accelerator_core": rows.get("accelerator_core"),
+            "type_source": "type",
+            "count": rows["count"].fillna(0),
+            "total_us": rows["total_us"],
+            "mean_us": (rows["total_us"] / rows["count"].where(rows["count"] > 0)).fillna(0.0),
+            "max_us": rows["max_us"].fillna(0.0) if "max_us" in rows else 0.0,
+        }
+    )
+    return _finish(stats, max(step_count, 1))
+
+
+def _finish(stats: pd.DataFrame, per_step: int) -> pd.DataFrame:
+    total = stats["total_us"].sum()
+    stats["count_per_step"] = stats["count"] / per_step
+    stats["total_us_per_step"] = stats["total_us"] / per_step
+    stats["share_of_compute"] = stats["total_us"] / total if total > 0 else 0.0
+    stats = stats.sort_values(["total_us", "type"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    stats["position"] = range(1, len(stats) + 1)
+    return stats

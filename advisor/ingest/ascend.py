@@ -1,0 +1,176 @@
+"""Read one Ascend PyTorch/MindSpore profiler rank directory (text export) into a RankData.
+
+Every file is optional: a missing file is recorded in the coverage as missing, an unusable one as
+skipped with the reason, and reading carries on with the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from advisor.ingest.csvtable import Column, FileProblem, read_csv_table
+from advisor.ingest.model import Coverage, CsvTable, RankData
+from advisor.ingest.paths import display_path
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+_MAX_JSON_BYTES = 64 << 20
+_INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+
+STEP_TRACE_COLUMNS = (
+    Column("device_id", ("Device_id",), "float"),
+    Column("step", ("Step",), "str"),
+    Column("computing_us", ("Computing",), "float", required=True),
+    Column("comm_not_overlapped_us", ("Communication(Not Overlapped)",), "float", required=True),
+    Column("overlapped_us", ("Overlapped",), "float"),
+    Column("communication_us", ("Communication",), "float"),
+    Column("free_us", ("Free",), "float", required=True),
+    Column("stage_us", ("Stage",), "float"),
+    Column("bubble_us", ("Bubble",), "float"),
+    Column("preparing_us", ("Preparing",), "float"),
+)
+
+KERNEL_COLUMNS = (
+    Column("step", ("Step Id", "Step ID"), "str"),
+    Column("device_id", ("Device_id",), "float"),
+    Column("name", ("Name",), "str", required=True),
+    Column("type", ("Type",), "str"),
+    Column("accelerator_core", ("Accelerator Core",), "str"),
+    Column("duration_us", ("Duration(us)",), "float", required=True),
+)
+
+OP_STATISTIC_COLUMNS = (
+    Column("device_id", ("Device_id",), "float"),
+    Column("type", ("OP Type",), "str", required=True),
+    Column("accelerator_core", ("Core Type",), "str"),
+    Column("count", ("Count",), "float", required=True),
+    Column("total_us", ("Total Time(us)",), "float", required=True),
+    Column("max_us", ("Max Time(us)",), "float"),
+)
+
+T = TypeVar("T")
+
+
+def rank_id_from_dir(rank_dir: Path) -> int | None:
+    """The rank a directory belongs to, from its ``profiler_info_{rank}.json`` file name or content."""
+    for info in sorted(rank_dir.glob("profiler_info*.json")):
+        match = _INFO_NAME.match(info.name)
+        if match and match.group(1) is not None:
+            return int(match.group(1))
+        try:
+            content = json.loads(info.read_bytes()[:_MAX_JSON_BYTES])
+        except (OSError, ValueError):
+            continue
+        rank = _as_int(content.get("rank_id")) if isinstance(content, dict) else None
+        if rank is not None:
+            return rank
+    return None
+
+
+def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage: Coverage) -> RankData:
+    """Read every file this version of the tool uses from one rank directory."""
+    data = RankData(rank=rank, path=rank_dir, output_dir=output_dir)
+    reader = _Reader(base, coverage)
+
+    info_files = sorted(rank_dir.glob("profiler_info*.json"))
+    if info_files:
+        data.profiler_info = reader.read(info_files[0], _read_json_object) or {}
+    else:
+        coverage.missing.append(display_path(rank_dir / "profiler_info_<rank>.json", base))
+    data.metadata = reader.read(rank_dir / "profiler_metadata.json", _read_json_object) or {}
+    device_info_file = _device_info_file(rank_dir)
+    if device_info_file is not None:
+        data.device_info = reader.read(device_info_file, _read_json_object) or {}
+        data.device_id = _as_int(device_info_file.name.rsplit(".", 1)[-1])
+
+    data.step_trace = reader.read(output_dir / "step_trace_time.csv", _csv(STEP_TRACE_COLUMNS, coverage, base))
+    data.kernels = reader.read(output_dir / "kernel_details.csv", _csv(KERNEL_COLUMNS, coverage, base))
+    data.op_statistic = reader.read(output_dir / "op_statistic.csv", _csv(OP_STATISTIC_COLUMNS, coverage, base))
+    if data.device_id is None:
+        data.device_id = _first_device_id(data.step_trace, data.kernels)
+    return data
+
+
+class _Reader:
+    """Runs one file reader, recording the outcome (read, missing, skipped) in the coverage."""
+
+    def __init__(self, base: Path, coverage: Coverage) -> None:
+        self.base = base
+        self.coverage = coverage
+
+    def read(self, path: Path, parse: Callable[[Path], T]) -> T | None:
+        shown = display_path(path, self.base)
+        if not path.exists():
+            self.coverage.missing.append(shown)
+            return None
+        if not path.is_file():
+            self.coverage.skip(shown, "is not a regular file")
+            return None
+        try:
+            result = parse(path)
+        except FileProblem as exc:
+            self.coverage.skip(shown, str(exc))
+            return None
+        except PermissionError:
+            self.coverage.skip(shown, "cannot be read (permission denied)")
+            return None
+        except OSError as exc:
+            self.coverage.skip(shown, f"cannot be read ({exc.strerror or exc})")
+            return None
+        self.coverage.read.append(shown)
+        return result
+
+
+def _csv(columns: tuple[Column, ...], coverage: Coverage, base: Path) -> Callable[[Path], CsvTable]:
+    def parse(path: Path) -> CsvTable:
+        row_warnings: list[str] = []
+        table = read_csv_table(path, columns, row_warnings)
+        shown = display_path(path, base)
+        coverage.warnings.extend(f"{shown}: {w}" for w in row_warnings)
+        return table
+
+    return parse
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    size = path.stat().st_size
+    if size == 0:
+        raise FileProblem("is empty")
+    if size > _MAX_JSON_BYTES:
+        raise FileProblem(f"is {size >> 20} MiB; a profiler metadata file is never this large")
+    try:
+        content = json.loads(path.read_bytes())
+    except UnicodeDecodeError as exc:
+        raise FileProblem(f"is not UTF-8 text (byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise FileProblem(f"is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+    if not isinstance(content, dict):
+        raise FileProblem(f"holds a JSON {type(content).__name__}, expected an object")
+    return content
+
+
+def _device_info_file(rank_dir: Path) -> Path | None:
+    candidates = sorted(rank_dir.glob("PROF_*/device_*/info.json.*"))
+    return candidates[0] if candidates else None
+
+
+def _first_device_id(*tables: CsvTable | None) -> int | None:
+    for table in tables:
+        if table is not None and "device_id" in table.frame and table.frame["device_id"].notna().any():
+            return int(table.frame["device_id"].dropna().iloc[0])
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None

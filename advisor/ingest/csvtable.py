@@ -1,0 +1,152 @@
+"""Read the profiler's CSV files into columnar tables, tolerating the variants real files show.
+
+Headers are matched by name (never by position) against a spec of canonical columns with aliases
+(``Block Dim|Block Num``, ``Step Id|Step ID`` …). Cells are stripped of spaces and the trailing TAB that
+CANN appends to timestamps; ``N/A`` and empty cells become nulls; numeric columns are parsed as floats
+(values that are not numbers become nulls and are counted in a warning). CRLF or LF line endings, a
+UTF-8 BOM and multi-line quoted cells are all accepted. Parsing is done by pyarrow, reading only the
+columns the spec asks for.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import csv as pacsv
+
+from advisor.ingest.model import CsvTable
+
+_NULL_TOKENS = pa.array(["", "N/A", "NA", "n/a", "null", "None"])
+_HEADER_PROBE_BYTES = 1 << 20
+
+
+class FileProblem(Exception):
+    """A file that cannot be used; the message says what is wrong with it (without the path)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column a reader wants: its canonical name, the header spellings it accepts, its kind."""
+
+    name: str
+    headers: tuple[str, ...]
+    kind: Literal["str", "float"] = "str"
+    required: bool = False
+
+
+def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str]) -> CsvTable:
+    """Read ``path`` into a frame with one column per entry of ``columns`` (absent optional ones omitted).
+
+    Raises FileProblem when the file is empty, not text, not CSV, or lacks a required column.
+    Row-level problems (ragged rows, non-numeric cells) are appended to ``warnings``.
+    """
+    header = _read_header(path)
+    positions = _match_columns(header, columns)
+    include = [header[i] for i in positions.values()]
+    bad_rows: list[int] = []
+
+    def on_invalid_row(row: pacsv.InvalidRow) -> str:
+        bad_rows.append(row.number if row.number is not None else -1)
+        return "skip"
+
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=16 << 20),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid_row),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=include,
+                column_types={name: pa.string() for name in include},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        raise FileProblem(f"cannot be parsed as CSV ({_first_line(exc)})") from exc
+    if bad_rows:
+        shown = ", ".join(str(n) for n in bad_rows[:5] if n >= 0)
+        where = f" (line {shown}{', …' if len(bad_rows) > 5 else ''})" if shown else ""
+        warnings.append(f"{len(bad_rows)} row(s) with the wrong number of fields were skipped{where}")
+
+    frame = pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+    by_name = {c.name: c for c in columns}
+    for name, position in positions.items():
+        values = _clean(table.column(table.schema.get_field_index(header[position])))
+        column = by_name[name]
+        frame[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_str(values)
+    return CsvTable(path=path, frame=frame, header=[h.strip() for h in header])
+
+
+def _read_header(path: Path) -> list[str]:
+    with path.open("rb") as handle:
+        head = handle.read(_HEADER_PROBE_BYTES)
+    if not head.strip():
+        raise FileProblem("is empty")
+    line = head.split(b"\n", 1)[0]
+    if len(line) == len(head) and len(head) == _HEADER_PROBE_BYTES:
+        raise FileProblem("has no line break in its first MiB; it is not a profiler CSV")
+    try:
+        text = line.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FileProblem(f"header is not UTF-8 text (byte {exc.start})") from exc
+    if "\x00" in text:
+        raise FileProblem("is binary, not CSV text")
+    return next(csv.reader(io.StringIO(text.rstrip("\r"))), [])
+
+
+def _match_columns(header: list[str], columns: tuple[Column, ...]) -> dict[str, int]:
+    stripped = [h.strip() for h in header]
+    positions: dict[str, int] = {}
+    for column in columns:
+        for spelling in column.headers:
+            if spelling in stripped:
+                positions[column.name] = stripped.index(spelling)
+                break
+        else:
+            folded = [h.casefold() for h in stripped]
+            for spelling in column.headers:
+                if spelling.casefold() in folded:
+                    positions[column.name] = folded.index(spelling.casefold())
+                    break
+    missing = [c.headers[0] for c in columns if c.required and c.name not in positions]
+    if missing:
+        raise FileProblem(f"lacks the column(s) {', '.join(repr(m) for m in missing)}")
+    return positions
+
+
+def _clean(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    trimmed = pc.utf8_trim_whitespace(values)
+    return pc.if_else(pc.is_in(trimmed, value_set=_NULL_TOKENS), pa.scalar(None, pa.string()), trimmed)
+
+
+def _as_str(values: pa.ChunkedArray) -> pd.Series:
+    return values.to_pandas()
+
+
+def _as_float(values: pa.ChunkedArray, column: Column, warnings: list[str]) -> pd.Series:
+    try:
+        parsed = pc.cast(values, pa.float64()).to_pandas()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raw = values.to_pandas()
+        parsed = pd.to_numeric(raw, errors="coerce").astype("float64")
+        bad = int((parsed.isna() & raw.notna()).sum())
+        warnings.append(f"{bad} non-numeric value(s) in column {column.headers[0]!r} were treated as missing")
+    infinite = np.isinf(parsed.to_numpy(dtype="float64", na_value=np.nan))
+    if infinite.any():
+        warnings.append(
+            f"{int(infinite.sum())} infinite value(s) in column {column.headers[0]!r} were treated as missing"
+        )
+        parsed = parsed.mask(infinite)
+    return parsed
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

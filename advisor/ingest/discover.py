@@ -1,0 +1,121 @@
+"""Find what a user-given path holds: one rank directory, a cluster of them, or an output directory."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor.errors import InputError
+from advisor.ingest.ascend import OUTPUT_DIR, rank_id_from_dir
+
+_MAX_DEPTH = 4
+_SUPPORTED_HINT = (
+    "advisor reads Ascend profiler output: a *_ascend_pt (or *_ascend_ms) directory, the directory "
+    "holding several of them (a cluster), or an ASCEND_PROFILER_OUTPUT directory"
+)
+
+
+@dataclass(frozen=True)
+class RankDir:
+    """A rank directory found on disk, and where its ASCEND_PROFILER_OUTPUT files are."""
+
+    path: Path
+    output_dir: Path
+    rank: int | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The result of discovery: the rank directories and the base that paths are shown relative to."""
+
+    format: str
+    ranks: list[RankDir]
+    base: Path
+    warnings: list[str]
+
+
+def discover(path: Path) -> Layout:
+    """Classify ``path`` and list its rank directories; raise InputError when it is not a profile."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_file():
+        raise InputError(f"{path}: is a file; {_SUPPORTED_HINT}")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise InputError(f"{path}: directory cannot be read (permission denied)")
+
+    if path.name == OUTPUT_DIR:
+        rank_dir = path.parent
+        found = [RankDir(rank_dir, path, rank_id_from_dir(rank_dir))]
+        base = rank_dir.parent
+    elif _is_rank_dir(path):
+        found = [RankDir(path, path / OUTPUT_DIR, rank_id_from_dir(path))]
+        base = path.parent
+    else:
+        found = [RankDir(d, d / OUTPUT_DIR, rank_id_from_dir(d)) for d in _find_rank_dirs(path)]
+        base = path
+    if not found:
+        raise InputError(f"{path}: no profiler output found; {_SUPPORTED_HINT}")
+
+    ranks, warnings = _resolve_ranks(found)
+    fmt = "ascend-mindspore" if all(r.path.name.endswith("_ascend_ms") for r in ranks) else "ascend-pytorch"
+    return Layout(format=fmt, ranks=ranks, base=base, warnings=warnings)
+
+
+def _is_rank_dir(path: Path) -> bool:
+    return (path / OUTPUT_DIR).is_dir() or any(path.glob("profiler_info*.json"))
+
+
+def _find_rank_dirs(root: Path) -> list[Path]:
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for current, dirs, _files in os.walk(root, followlinks=True):
+        here = Path(current)
+        real = here.resolve()
+        depth = len(here.relative_to(root).parts)
+        if real in seen or depth > _MAX_DEPTH:
+            dirs.clear()
+            continue
+        seen.add(real)
+        if here != root and _is_rank_dir(here):
+            found.append(here)
+            dirs.clear()
+            continue
+        dirs.sort()
+    return found
+
+
+def _resolve_ranks(found: list[RankDir]) -> tuple[list[RankDir], list[str]]:
+    """Give every directory a distinct rank; for a rank seen twice keep the newest directory."""
+    warnings: list[str] = []
+    by_rank: dict[int, RankDir] = {}
+    unranked: list[RankDir] = []
+    for rank_dir in found:
+        if rank_dir.rank is None:
+            unranked.append(rank_dir)
+            continue
+        previous = by_rank.get(rank_dir.rank)
+        if previous is None:
+            by_rank[rank_dir.rank] = rank_dir
+            continue
+        newer, older = sorted((previous, rank_dir), key=lambda d: _capture_time(d.path), reverse=True)
+        by_rank[rank_dir.rank] = newer
+        warnings.append(
+            f"rank {rank_dir.rank} appears in {newer.path.name} and {older.path.name}; using the newer "
+            f"{newer.path.name}"
+        )
+    next_rank = max(by_rank, default=-1) + 1
+    for rank_dir in unranked:
+        if not by_rank and len(unranked) == 1:
+            by_rank[0] = RankDir(rank_dir.path, rank_dir.output_dir, 0)
+            break
+        warnings.append(f"{rank_dir.path.name}: no rank id recorded; numbered rank {next_rank}")
+        by_rank[next_rank] = RankDir(rank_dir.path, rank_dir.output_dir, next_rank)
+        next_rank += 1
+    return [by_rank[r] for r in sorted(by_rank)], warnings
+
+
+def _capture_time(path: Path) -> str:
+    """The 17-digit timestamp in ``{worker}_{pid}_{timestamp}_ascend_pt`` (empty when absent)."""
+    parts = path.name.split("_")
+    return parts[-3] if len(parts) >= 4 and parts[-3].isdigit() else ""

@@ -1,0 +1,71 @@
+"""What ingest hands to the fact extractors: the tables of each rank, and what was (not) read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from advisor.ingest.paths import display_path
+
+
+class SkippedFile(BaseModel):
+    """A file that exists but could not be used, and why."""
+
+    file: str
+    reason: str
+
+
+class Coverage(BaseModel):
+    """Which input files were read, which were expected but absent, which were unusable."""
+
+    read: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    skipped: list[SkippedFile] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    def skip(self, file: str, reason: str) -> None:
+        self.skipped.append(SkippedFile(file=file, reason=reason))
+
+
+@dataclass
+class CsvTable:
+    """A CSV file read into a frame with canonical column names; ``header`` keeps the file's own names."""
+
+    path: Path
+    frame: pd.DataFrame
+    header: list[str]
+
+
+@dataclass
+class RankData:
+    """Everything read from one rank's ``*_ascend_pt`` directory."""
+
+    rank: int
+    path: Path
+    output_dir: Path
+    profiler_info: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    device_info: dict[str, Any] = field(default_factory=dict)
+    device_id: int | None = None
+    step_trace: CsvTable | None = None
+    kernels: CsvTable | None = None
+    op_statistic: CsvTable | None = None
+
+
+@dataclass
+class Profile:
+    """A whole profile: one rank or a cluster of ranks, plus the coverage of its files."""
+
+    root: Path
+    base: Path
+    format: str
+    ranks: list[RankData]
+    coverage: Coverage
+
+    def shown(self, path: Path) -> str:
+        """How ``path`` appears in reports: relative to the directory that holds the rank directories."""
+        return display_path(path, self.base)

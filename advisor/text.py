@@ -1,0 +1,34 @@
+"""Bilingual text as it appears in rule and knowledge files: a plain string or ``{en: …, zh: …}``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+Lang = Literal["en", "zh"]
+LANGS: tuple[Lang, ...] = ("en", "zh")
+
+
+class Text(BaseModel):
+    """A text in English and, optionally, Chinese; a plain string in YAML means English only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    en: str
+    zh: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_plain_string(cls, value: object) -> object:
+        return {"en": value} if isinstance(value, str) else value
+
+    def get(self, lang: Lang) -> str:
+        """The text in ``lang``, falling back to English."""
+        return self.zh if lang == "zh" and self.zh else self.en
+
+
+class BilingualText(Text):
+    """A text that must be given in both languages (knowledge entries)."""
+
+    zh: str
