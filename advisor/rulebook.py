@@ -30,6 +30,7 @@ class Rule:
     spec: RuleSpec
     exprs: CompiledExpressions
     path: Path
+    shown_path: str
 
     @property
     def id(self) -> str:
@@ -48,7 +49,7 @@ def load_rulebook(rule_dirs: Sequence[Path] | None = None, knowledge_dirs: Seque
     """Load rules and knowledge (the bundled ones by default); raise RuleError listing every problem."""
     problems: list[str] = []
     book = RuleBook()
-    for path in _yaml_files(knowledge_dirs or [data_dir("knowledge")]):
+    for _root, path in _yaml_files(knowledge_dirs or [data_dir("knowledge")]):
         entry = _load_model(path, KnowledgeEntry, problems)
         if entry is None:
             continue
@@ -58,8 +59,8 @@ def load_rulebook(rule_dirs: Sequence[Path] | None = None, knowledge_dirs: Seque
             problems.append(f"{path}:1: duplicate knowledge id {entry.id!r}")
         else:
             book.knowledge[entry.id] = entry
-    for path in _yaml_files(rule_dirs or [data_dir("rules")]):
-        rule = _load_rule(path, problems)
+    for root, path in _yaml_files(rule_dirs or [data_dir("rules")]):
+        rule = _load_rule(root, path, problems)
         if rule is None:
             continue
         missing = [k for k in rule.spec.then.recommend if k not in book.knowledge]
@@ -74,7 +75,7 @@ def load_rulebook(rule_dirs: Sequence[Path] | None = None, knowledge_dirs: Seque
     return book
 
 
-def _load_rule(path: Path, problems: list[str]) -> Rule | None:
+def _load_rule(root: Path, path: Path, problems: list[str]) -> Rule | None:
     spec = _load_model(path, RuleSpec, problems)
     if spec is None:
         return None
@@ -87,7 +88,7 @@ def _load_rule(path: Path, problems: list[str]) -> Rule | None:
         problems.append(f"{path}:{_line_for_problem(node, problem)}: {problem}")
     if rule_problems or exprs is None:
         return None
-    return Rule(spec=spec, exprs=exprs, path=path)
+    return Rule(spec=spec, exprs=exprs, path=path, shown_path=f"{root.name}/{path.relative_to(root).as_posix()}")
 
 
 def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
@@ -117,12 +118,13 @@ def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
         return None
 
 
-def _yaml_files(dirs: Iterable[Path]) -> list[Path]:
-    files: list[Path] = []
+def _yaml_files(dirs: Iterable[Path]) -> list[tuple[Path, Path]]:
+    """(root, file) for every YAML file under each directory, in a stable order."""
+    files: list[tuple[Path, Path]] = []
     for directory in dirs:
         if not directory.is_dir():
             raise RuleError(f"{directory}: not a directory of rule or knowledge files")
-        files.extend(sorted(p for p in directory.rglob("*.yaml") if p.is_file()))
+        files.extend((directory, p) for p in sorted(directory.rglob("*.yaml")) if p.is_file())
     return files
 
 

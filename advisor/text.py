@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -32,3 +33,12 @@ class BilingualText(Text):
     """A text that must be given in both languages (knowledge entries)."""
 
     zh: str
+
+
+_CJK = r"\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
+_CJK_GAP = re.compile(f"(?<=[{_CJK}])\\s+(?=[{_CJK}])")
+
+
+def collapse(text: str) -> str:
+    """Join the lines of a folded YAML text: one space between words, none between two CJK characters."""
+    return _CJK_GAP.sub("", " ".join(text.split()))

@@ -1,0 +1,206 @@
+"""The ``advisor`` command line.
+
+Exit codes: 0 ok · 1 a finding at or above ``--fail-on`` · 2 usage or input error · 3 partial (input
+files skipped) · 4 nothing could be diagnosed · 70 internal error. See docs/errors.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from advisor import errors
+from advisor.diagnose import diagnose
+from advisor.report import Report
+from advisor.version import VERSION
+
+app = typer.Typer(
+    name="advisor",
+    help="Diagnose AI training and inference profiles and prescribe ranked fixes.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class OutputFormat(str, Enum):
+    terminal = "terminal"
+    md = "md"
+    html = "html"
+    json = "json"
+
+
+class Language(str, Enum):
+    en = "en"
+    zh = "zh"
+
+
+class FailOn(str, Enum):
+    high = "high"
+    medium = "medium"
+    low = "low"
+
+
+_SUFFIX_FORMATS = {".md": OutputFormat.md, ".markdown": OutputFormat.md, ".html": OutputFormat.html,
+                   ".htm": OutputFormat.html, ".json": OutputFormat.json}
+_SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"advisor {VERSION}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    """Diagnose AI training and inference profiles and prescribe ranked fixes."""
+
+
+@app.command("diagnose")
+def diagnose_command(
+    path: Annotated[
+        Path, typer.Argument(metavar="PATH", help="A *_ascend_pt directory, a directory of them (cluster), or ASCEND_PROFILER_OUTPUT.")
+    ],
+    output_format: Annotated[
+        Optional[OutputFormat], typer.Option("--format", "-f", help="Output format; default: from -o's suffix, else terminal.")
+    ] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")] = None,
+    lang: Annotated[Optional[Language], typer.Option("--lang", help="Report language; default: from the locale.")] = None,
+    fail_on: Annotated[
+        Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or higher exists.")
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+) -> None:
+    """Diagnose a profile and print or write the action plan."""
+    with _guard(debug):
+        fmt = _resolve_format(output_format, output)
+        report = _run_with_progress(path, (lang.value if lang else _locale_language()))
+        _write(report, fmt, output)
+        raise typer.Exit(_exit_code(report, fail_on))
+
+
+@app.command("facts")
+def facts_command(
+    family: Annotated[Optional[str], typer.Argument(help="Show only this fact family.")] = None,
+) -> None:
+    """List the fact families and their fields: what rule conditions can test."""
+    from advisor.facts import FACT_FAMILIES
+    from advisor.engine.spec import field_kind
+
+    with _guard(False):
+        families = FACT_FAMILIES if family is None else {family: FACT_FAMILIES.get(family)}
+        if None in families.values():
+            raise errors.InputError(f"unknown fact family {family!r}; known: {', '.join(FACT_FAMILIES)}")
+        for name, model in families.items():
+            kind = "derived by rules" if model.derived else "measured"
+            typer.echo(f"{name} ({kind}): {(model.__doc__ or '').strip()}")
+            for field_name, info in model.model_fields.items():
+                if field_name == "sources":
+                    continue
+                typer.echo(f"  {field_name:<24} {field_kind(model, field_name):<7} {info.description or ''}")
+            typer.echo("")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+def _run_with_progress(path: Path, lang: str) -> Report:
+    stderr = Console(stderr=True)
+    if stderr.is_terminal:
+        with stderr.status(f"Diagnosing {path} …"):
+            return diagnose(path, lang=lang)
+    return diagnose(path, lang=lang)
+
+
+def _resolve_format(fmt: OutputFormat | None, output: Path | None) -> OutputFormat:
+    if fmt is not None:
+        return fmt
+    if output is None:
+        return OutputFormat.terminal
+    suffix_format = _SUFFIX_FORMATS.get(output.suffix.lower())
+    if suffix_format is None:
+        raise errors.InputError(f"{output}: cannot tell the format from the suffix; pass --format md|html|json")
+    return suffix_format
+
+
+def _write(report: Report, fmt: OutputFormat, output: Path | None) -> None:
+    from advisor.render import render_html, render_json, render_markdown, render_terminal
+
+    if fmt is OutputFormat.terminal:
+        if output is not None:
+            with output.open("w", encoding="utf-8") as handle:
+                render_terminal(report, Console(file=handle, width=100, no_color=True))
+        else:
+            render_terminal(report, Console(width=min(Console().width, 120)))
+    else:
+        text = {OutputFormat.md: render_markdown, OutputFormat.html: render_html, OutputFormat.json: render_json}[fmt](report)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            try:
+                output.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise errors.InputError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
+            _note(f"report written to {output}")
+    for skipped in report.coverage.skipped:
+        _note(f"skipped {skipped.file}: {skipped.reason}", level="warning")
+    if report.status == "empty":
+        _note("nothing could be diagnosed: no step or operator data was readable", level="error")
+
+
+def _exit_code(report: Report, fail_on: FailOn | None) -> int:
+    if report.status == "empty":
+        return errors.EXIT_NOTHING_DIAGNOSED
+    if fail_on is not None and any(_SEVERITY_RANK[f.severity] <= _SEVERITY_RANK[fail_on.value] for f in report.findings):
+        return errors.EXIT_FAIL_ON
+    if report.status == "partial":
+        return errors.EXIT_PARTIAL
+    return errors.EXIT_OK
+
+
+def _locale_language() -> str:
+    for variable in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(variable, "")
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
+
+
+def _note(message: str, level: str = "note") -> None:
+    typer.echo(f"advisor: {level}: {message}", err=True)
+
+
+@contextmanager
+def _guard(debug: bool) -> Iterator[None]:
+    """Turn errors into one clear line on stderr and the documented exit code (a traceback with --debug)."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except errors.AdvisorError as exc:
+        if debug:
+            raise
+        _note(str(exc), level="error")
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        _note("interrupted", level="error")
+        raise typer.Exit(130) from None
+    except Exception as exc:  # a bug: say so, and how to get the details
+        if debug:
+            raise
+        _note(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", level="error")
+        raise typer.Exit(errors.EXIT_INTERNAL) from None

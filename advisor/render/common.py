@@ -1,0 +1,64 @@
+"""What every renderer shares: labels in the report's language and number formatting."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import yaml
+
+from advisor.report import Report
+from advisor.resources import data_dir
+
+
+@lru_cache(maxsize=1)
+def _all_labels() -> dict[str, dict[str, str]]:
+    return yaml.safe_load((data_dir("reports") / "labels.yaml").read_text(encoding="utf-8"))
+
+
+def labels(lang: str) -> dict[str, str]:
+    """The report labels in ``lang`` (English where a label is not translated)."""
+    table = _all_labels()
+    return {**table["en"], **table.get(lang, {})}
+
+
+def fmt_us(value: float | None) -> str:
+    """A duration in µs, switching to ms and s where that reads better."""
+    if value is None:
+        return "–"
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:,.2f} s"
+    if value >= 10_000:
+        return f"{value / 1000:,.2f} ms"
+    return f"{value:,.1f} µs"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def fmt_value(value: object) -> str:
+    """An evidence value: floats shortened, everything else as text."""
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1 else f"{value:,.2f}"
+    return str(value)
+
+
+def gain_text(finding, words: dict[str, str]) -> str:
+    if finding.estimated_gain_us is None:
+        return words["gain_unknown"]
+    share = f" ({fmt_pct(finding.estimated_gain_ratio)} {words['of_step']})" if finding.estimated_gain_ratio is not None else ""
+    return f"{fmt_us(finding.estimated_gain_us)} {words['per_step']}{share}"
+
+
+def verdict_sentence(report: Report, words: dict[str, str]) -> str:
+    """The one-sentence verdict at the top of every report."""
+    summary = report.summary
+    if summary.step_time_us is None:
+        return words["verdict_unknown"]
+    return words["verdict_sentence"].format(
+        bottleneck=words[f"bottleneck_{summary.bottleneck}"],
+        compute=fmt_pct(summary.compute_ratio),
+        communication=fmt_pct(summary.communication_ratio),
+        free=fmt_pct(summary.free_ratio),
+        step=fmt_us(summary.step_time_us),
+    )

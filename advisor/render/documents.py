@@ -1,0 +1,96 @@
+"""Markdown and HTML reports from the Jinja2 templates in reports/.
+
+Everything that came from the input (paths, operator names, explanations that quote them) is escaped:
+HTML through Jinja2's autoescaping, Markdown through a ``finalize`` hook that escapes every expression
+unless a filter marked it safe. Knowledge text (ours, or a trusted rule pack's) may use `inline code`
+but never raw HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+from advisor.render.common import fmt_pct, fmt_us, fmt_value, gain_text, labels, verdict_sentence
+from advisor.report import Report
+from advisor.resources import data_dir
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|~#!])")
+_INLINE_CODE = re.compile(r"`([^`]+)`")
+
+
+def render_markdown(report: Report) -> str:
+    """The report as Markdown for issue trackers (GitHub, GitLab, Gitee, Jira with Markdown)."""
+    template = _environment("md").get_template("report.md.j2")
+    text = template.render(**_context(report))
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def render_html(report: Report) -> str:
+    """The report as one self-contained HTML file (inline CSS, no scripts, no network)."""
+    template = _environment("html").get_template("report.html.j2")
+    css = (data_dir("reports") / "report.css").read_text(encoding="utf-8")
+    return template.render(css=Markup(css), **_context(report))
+
+
+def md_escape(text: str) -> str:
+    """Escape Markdown control characters and HTML, and keep the text on one line."""
+    text = _html_text(text)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return " ".join(text.splitlines())
+
+
+def _context(report: Report) -> dict:
+    words = labels(report.lang)
+    return {
+        "report": report,
+        "L": words,
+        "verdict": verdict_sentence(report, words),
+        "us": fmt_us,
+        "pct": fmt_pct,
+        "val": fmt_value,
+        "gain": lambda finding: gain_text(finding, words),
+    }
+
+
+@lru_cache(maxsize=2)
+def _environment(kind: str) -> Environment:
+    loader = FileSystemLoader(str(data_dir("reports")))
+    if kind == "html":
+        env = Environment(loader=loader, autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env.filters["trusted"] = _html_trusted
+        return env
+    env = Environment(
+        loader=loader,
+        autoescape=False,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=lambda value: value if isinstance(value, Markup) else md_escape("" if value is None else str(value)),
+    )
+    env.filters["trusted"] = lambda text: Markup(" ".join(_html_text(text).splitlines()))
+    env.filters["code"] = lambda text: Markup(str(text).replace("`", "'"))
+    env.filters["fence"] = _fence
+    env.globals["env_block"] = lambda env_vars: _fence("\n".join(f"export {k}={v}" for k, v in env_vars.items()), "bash")
+    return env
+
+
+def _html_text(text: str) -> str:
+    """Only &, < and > matter in Markdown text: with them escaped no raw HTML can get through."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _fence(code: str, language: str = "") -> Markup:
+    """A fenced code block whose fence is longer than any backtick run inside the code."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    language = re.sub(r"[^A-Za-z0-9_+-]", "", language)
+    return Markup(f"{fence}{language}\n{code.rstrip()}\n{fence}")
+
+
+def _html_trusted(text: str) -> Markup:
+    """Knowledge text in HTML: escaped, with `inline code` shown as <code>."""
+    return Markup(_INLINE_CODE.sub(lambda m: f"<code>{m.group(1)}</code>", str(escape(text))))

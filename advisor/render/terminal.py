@@ -1,0 +1,92 @@
+"""The terminal report (rich): verdict, per-rank breakdown, findings table, coverage; fits 100 columns.
+
+Input-derived strings go into rich Text objects, which never interpret markup, and control
+characters (ANSI escapes) are removed from them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from advisor.render.common import fmt_pct, fmt_us, gain_text, labels, verdict_sentence
+from advisor.report import Report
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|\x1b\[[0-9;?]*[A-Za-z]")
+_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+
+
+def clean(text: object) -> Text:
+    """Input-derived text, safe for the terminal."""
+    return Text(_CONTROL.sub("", str(text)))
+
+
+def render_terminal(report: Report, console: Console) -> None:
+    """Print the report to ``console``."""
+    words = labels(report.lang)
+    console.print(Text(words["report_title"], style="bold"), clean(report.input.path))
+    details = [
+        f"{words['format']}: {report.input.format}",
+        f"{words['ranks']}: {', '.join(map(str, report.input.ranks)) or '–'}",
+        f"{words['steps']}: {', '.join(map(str, report.input.steps)) or '–'}",
+        f"{words['profiler_level']}: {report.input.profiler_level or words['unknown']}",
+        f"{words['hardware']}: {report.input.hardware or words['unknown']}",
+    ]
+    console.print(clean(" · ".join(details)), style="dim")
+    console.print(Text(f"{words['verdict']}: ", style="bold") + clean(verdict_sentence(report, words)))
+    if report.status != "complete":
+        console.print(Text(words[f"status_{report.status}"], style="bold yellow"))
+
+    if report.summary.per_rank:
+        table = Table(title=words["step_breakdown"], title_justify="left", expand=False)
+        for header in ("rank", "step_time", "compute", "communication", "free", "bottleneck"):
+            table.add_column(words[header], justify="left" if header == "bottleneck" else "right")
+        for r in report.summary.per_rank:
+            table.add_row(
+                str(r.rank),
+                fmt_us(r.step_time_us),
+                f"{fmt_us(r.compute_us)} {fmt_pct(r.compute_ratio)}",
+                f"{fmt_us(r.comm_not_overlapped_us)} {fmt_pct(r.communication_ratio)}",
+                f"{fmt_us(r.free_us)} {fmt_pct(r.free_ratio)}",
+                words[f"bottleneck_{r.bottleneck}"],
+            )
+        console.print(table)
+
+    if report.summary.top_operators:
+        table = Table(title=words["top_operators"], title_justify="left")
+        table.add_column("#", justify="right")
+        table.add_column(words["operator"], overflow="fold", max_width=40)
+        table.add_column(words["core"])
+        table.add_column(words["time_per_step"], justify="right")
+        table.add_column(words["share_of_compute"], justify="right")
+        for index, op in enumerate(report.summary.top_operators[:5], 1):
+            table.add_row(str(index), clean(op.op_type), clean(op.accelerator_core or "–"),
+                          fmt_us(op.total_us_per_step), fmt_pct(op.share_of_compute))
+        console.print(table)
+
+    console.print(Text(words["findings"], style="bold underline"))
+    if not report.findings:
+        console.print(words["no_findings_partial" if report.status != "complete" else "no_findings"])
+    for index, finding in enumerate(report.findings, 1):
+        severity = Text(words[f"severity_{finding.severity}"].upper(), style=_SEVERITY_STYLE[finding.severity])
+        title = Text(f"{index}. ") + severity + Text(" ") + Text(finding.title, style="bold")
+        if finding.key:
+            title += Text(": ") + clean(finding.key)
+        meta = Text(f"{words['gain']}: {gain_text(finding, words)} · {words['ranks']}: "
+                    f"{', '.join(map(str, finding.ranks)) or '–'} · {finding.id}", style="dim")
+        actions = [clean(f"→ {p.title}: {p.actions[0]}") for p in finding.prescriptions]
+        console.print(Group(title, Padding(Group(meta, clean(finding.explanation), *actions), (0, 0, 1, 3))))
+
+    coverage = report.coverage
+    if coverage.skipped or coverage.missing or coverage.warnings:
+        console.print(Text(words["coverage"], style="bold underline"))
+        for skipped in coverage.skipped:
+            console.print(Text("✗ ", style="red") + clean(f"{skipped.file}: {skipped.reason}"))
+        for missing in coverage.missing:
+            console.print(Text("– ", style="dim") + clean(f"{missing} ({words['files_missing'].lower()})"))
+        for warning in coverage.warnings:
+            console.print(Text("! ", style="yellow") + clean(warning))
