@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import yaml
 
 from advisor.report import Report
 from advisor.resources import data_dir
+
+
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_control(text: str) -> str:
+    """Remove ANSI escape sequences and control characters (tabs and newlines stay)."""
+    return _CONTROL.sub("", text)
 
 
 @lru_cache(maxsize=1)

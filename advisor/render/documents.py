@@ -14,7 +14,7 @@ from functools import lru_cache
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from advisor.render.common import fmt_pct, fmt_us, fmt_value, gain_text, labels, verdict_sentence
+from advisor.render.common import fmt_pct, fmt_us, fmt_value, gain_text, labels, strip_control, verdict_sentence
 from advisor.report import Report
 from advisor.resources import data_dir
 
@@ -38,7 +38,7 @@ def render_html(report: Report) -> str:
 
 def md_escape(text: str) -> str:
     """Escape Markdown control characters and HTML, and keep the text on one line."""
-    text = _html_text(text)
+    text = _html_text(strip_control(text))
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return " ".join(text.splitlines())
 
@@ -60,7 +60,14 @@ def _context(report: Report) -> dict:
 def _environment(kind: str) -> Environment:
     loader = FileSystemLoader(str(data_dir("reports")))
     if kind == "html":
-        env = Environment(loader=loader, autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env = Environment(
+            loader=loader,
+            autoescape=True,
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            finalize=lambda value: strip_control(value) if isinstance(value, str) and not isinstance(value, Markup) else value,
+        )
         env.filters["trusted"] = _html_trusted
         return env
     env = Environment(

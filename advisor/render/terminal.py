@@ -6,23 +6,20 @@ characters (ANSI escapes) are removed from them.
 
 from __future__ import annotations
 
-import re
-
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from advisor.render.common import fmt_pct, fmt_us, gain_text, labels, verdict_sentence
+from advisor.render.common import fmt_pct, fmt_us, gain_text, labels, strip_control, verdict_sentence
 from advisor.report import Report
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|\x1b\[[0-9;?]*[A-Za-z]")
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
 
 
 def clean(text: object) -> Text:
     """Input-derived text, safe for the terminal."""
-    return Text(_CONTROL.sub("", str(text)))
+    return Text(strip_control(str(text)))
 
 
 def render_terminal(report: Report, console: Console) -> None:

@@ -1,0 +1,173 @@
+"""Build Ascend profiler rank directories on disk, in the exact formats and variants real versions write.
+
+The numbers are consistent the way the profiler's are: step_time = Computing + Communication(Not
+Overlapped) + Free, Stage = that minus Bubble, op_statistic = kernel_details grouped by type. Variants
+(reference §8) are switched on by keyword: CRLF/LF, UTF-8 BOM, trailing TAB on timestamps, a
+``Device_id`` column, ``Block Dim``/``Block Num``, ``HCCL``/``COMMUNICATION``, ``rank_id`` as str or int,
+Level0 (Type and Accelerator Core ``N/A``), no step info.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Kernel:
+    step: int | None
+    name: str
+    op_type: str
+    core: str
+    duration_us: float
+    start_us: str = "1764246877000000.000"
+
+
+@dataclass
+class StepRow:
+    step: int | None
+    computing: float
+    comm_not_overlapped: float
+    free: float
+    overlapped: float = 0.0
+    bubble: float = 0.0
+    preparing: float = 100.0
+
+
+@dataclass
+class RankSpec:
+    rank: int = 0
+    device_id: int = 0
+    steps: list[StepRow] = field(
+        default_factory=lambda: [StepRow(5, 1344.32, 1921.46, 85.14, 66.46), StepRow(6, 1344.32, 1921.46, 85.14, 66.46)]
+    )
+    kernels: list[Kernel] = field(
+        default_factory=lambda: [
+            k
+            for step in (5, 6)
+            for k in (
+                Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 170.4),
+                Kernel(step, "FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 881.64),
+                Kernel(step, "RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 33.06),
+                Kernel(step, "hcom_allReduce__612_0_1", "hcom_allReduce_", "COMMUNICATION", 1987.92),
+            )
+        ]
+    )
+    level: str = "Level1"
+    crlf: bool = True
+    bom: bool = False
+    trailing_tab: bool = True
+    device_id_column: bool = True
+    block_header: str = "Block Dim"
+    comm_core: str = "COMMUNICATION"
+    rank_id: object = "0"
+    info_name: str | None = None  # default profiler_info_{rank}.json
+    dir_name: str | None = None  # default localhost_{pid}_{timestamp}_ascend_pt
+    with_step_info: bool = True
+    omit: tuple[str, ...] = ()
+
+
+def build_rank(parent: Path, spec: RankSpec) -> Path:
+    """Write one ``*_ascend_pt`` directory under ``parent`` and return its path."""
+    name = spec.dir_name or f"localhost_{2231054 + spec.rank}_2025112719273312{spec.rank}_ascend_pt"
+    rank_dir = parent / name
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        spec.info_name or f"profiler_info_{spec.rank}.json": lambda p: _write_info(p, spec),
+        "profiler_metadata.json": lambda p: p.write_text(json.dumps({"ENV_VARIABLES": {"ASCEND_LAUNCH_BLOCKING": ""}})),
+        "ASCEND_PROFILER_OUTPUT/step_trace_time.csv": lambda p: _write_csv(p, spec, *_step_trace(spec)),
+        "ASCEND_PROFILER_OUTPUT/kernel_details.csv": lambda p: _write_csv(p, spec, *_kernel_details(spec)),
+        "ASCEND_PROFILER_OUTPUT/op_statistic.csv": lambda p: _write_csv(p, spec, *_op_statistic(spec)),
+    }
+    for relative, write in files.items():
+        if relative.rsplit("/", 1)[-1] not in spec.omit:
+            write(rank_dir / relative)
+    return rank_dir
+
+
+def _write_info(path: Path, spec: RankSpec) -> None:
+    info = {
+        "config": {
+            "common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"], "record_shapes": True,
+                              "profile_memory": False, "with_stack": False},
+            "experimental_config": {"_profiler_level": spec.level,
+                                    "_aic_metrics": "ACL_AICORE_NONE" if spec.level == "Level0" else "ACL_AICORE_PIPE_UTILIZATION",
+                                    "_export_type": ["text"]},
+        },
+        "torch_npu_version": "2.7.1",
+        "cann_version": "8.3.RC1",
+    }
+    if spec.rank_id is not None:
+        info["rank_id"] = spec.rank_id
+    path.write_text(json.dumps(info, indent=4))
+
+
+def _step_trace(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
+    header = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage",
+              "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
+    rows = []
+    for s in spec.steps:
+        stage = s.computing + s.comm_not_overlapped + s.free - s.bubble
+        rows.append(["" if s.step is None or not spec.with_step_info else s.step, s.computing, s.comm_not_overlapped,
+                     s.overlapped, s.comm_not_overlapped + s.overlapped, s.free, stage, s.bubble,
+                     max(s.comm_not_overlapped - s.bubble, 0), s.preparing])
+    if spec.device_id_column:
+        header = ["Device_id", *header]
+        rows = [[spec.device_id, *r] for r in rows]
+    return header, rows
+
+
+def _kernel_details(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
+    level0 = spec.level == "Level0"
+    header = ["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)",
+              spec.block_header]
+    if not level0:
+        header += ["Input Shapes", "aic_mac_ratio", "aiv_vec_ratio"]
+    rows = []
+    for k in spec.kernels:
+        core = spec.comm_core if k.core == "COMMUNICATION" else k.core
+        op_type = "N/A" if level0 and core != spec.comm_core else k.op_type
+        core = "N/A" if level0 and core != spec.comm_core else core
+        start = k.start_us + ("\t" if spec.trailing_tab else "")
+        row: list[object] = ["" if not spec.with_step_info else k.step, k.name, op_type, core, start,
+                             f"{k.duration_us:.3f}", "0", 20]
+        if not level0:
+            row += ['"4096,1024;4096,1024"', "0.78", "0.0"]
+        rows.append(row)
+    if not spec.with_step_info:
+        header, rows = header[1:], [r[1:] for r in rows]
+    if spec.device_id_column:
+        header = header[:1] + ["Device_id"] + header[1:] if spec.with_step_info else ["Device_id", *header]
+        rows = [r[:1] + [spec.device_id] + r[1:] if spec.with_step_info else [spec.device_id, *r] for r in rows]
+    return header, rows
+
+
+def _op_statistic(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
+    totals: dict[tuple[str, str], list[float]] = {}
+    for k in spec.kernels:
+        if k.core == "COMMUNICATION":
+            continue
+        totals.setdefault((k.op_type, k.core), []).append(k.duration_us)
+    grand = sum(sum(v) for v in totals.values())
+    header = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+    rows = [
+        [t, c, len(v), round(sum(v), 3), min(v), round(sum(v) / len(v), 3), max(v), round(sum(v) / grand * 100, 3)]
+        for (t, c), v in sorted(totals.items(), key=lambda kv: -sum(kv[1]))
+    ]
+    if spec.device_id_column:
+        header = ["Device_id", *header]
+        rows = [[spec.device_id, *r] for r in rows]
+    return header, rows
+
+
+def _write_csv(path: Path, spec: RankSpec, header: list[str], rows: list[list[object]]) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n" if spec.crlf else "\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    text = buffer.getvalue()
+    path.write_bytes(("\ufeff" if spec.bom else "").encode() + text.encode("utf-8"))

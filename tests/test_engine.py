@@ -1,0 +1,305 @@
+"""The rule engine: durable-rules' sharp edges, pinned, and how the adapter owns each of them.
+
+The ``test_durable_*`` tests call the C extension directly and pin the library's behaviour; if an
+upgrade changes one, the adapter's workaround may become unnecessary or wrong. The others check the
+adapter: encoding, ids, isolation between diagnoses, chaining, joins, negation and error surfacing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import durable_rules_engine as dre
+import pytest
+import yaml
+
+from advisor.engine.encode import NotEncodable, encode, encode_number
+from advisor.engine.regex import UnsupportedRegex, translate
+from advisor.engine.session import RuleEngine
+from advisor.engine.spec import RuleSpec, check_rule
+from advisor.errors import EngineError
+from advisor.facts.models import BottleneckFact, BreakdownFact, ContextFact, OperatorFact
+from advisor.rulebook import Rule
+
+_NAMES = itertools.count()
+
+
+def _raw_ruleset(condition: dict) -> int:
+    return dre.create_ruleset(f"pin{next(_NAMES)}", json.dumps({"r": {"all": [{"m": condition}]}}))
+
+
+def _raw_fires(handle: int, fact_json: str) -> bool:
+    code, state = dre.assert_fact(handle, fact_json)
+    fired = code == 0 and bool(dre.start_action_for_state(handle, state))
+    return fired
+
+
+# ---- durable-rules as it is (pinned) ----
+
+
+def test_durable_compares_a_string_with_a_number_as_text():
+    handle = _raw_ruleset({"$and": [{"k": "x"}, {"$gt": {"v": 5}}]})
+    assert _raw_fires(handle, '{"id":"1","sid":"a","k":"x","v":"abc"}')  # "abc" > 5 matches
+    assert not _raw_fires(handle, '{"id":"1","sid":"b","k":"x","v":"10"}')  # "10" > 5 does not
+    dre.delete_ruleset(handle)
+
+
+def test_durable_silently_drops_facts_after_an_exponent_float_in_a_batch():
+    handle = _raw_ruleset({"k": "x"})
+    batch = '[{"id":"1","sid":"s","k":"x"},{"id":"2","sid":"s","k":"x","v":1e-05},{"id":"3","sid":"s","k":"x"}]'
+    code, state = dre.assert_facts(handle, batch)
+    assert code == 0  # reported as success …
+    fired = []
+    message = dre.start_action_for_state(handle, state)
+    while message:
+        fired.append(json.loads(message[1])["r"]["m"]["id"])
+        nxt = dre.complete_and_start_action(handle, state)
+        message = (None, nxt) if nxt else dre.start_action_for_state(handle, state)
+    assert fired == ["1"]  # … but facts 2 and 3 are gone
+    with pytest.raises(dre.error, match="204"):
+        dre.assert_fact(handle, '{"id":"9","sid":"t","k":"x","v":1e-05}')
+    dre.delete_ruleset(handle)
+
+
+def test_durable_rejects_infinity_and_never_matches_nan():
+    handle = _raw_ruleset({"$and": [{"k": "x"}, {"$gt": {"v": 0.3}}]})
+    with pytest.raises(dre.error, match="202"):
+        dre.assert_fact(handle, '{"id":"1","sid":"s","k":"x","v":Infinity}')
+    assert not _raw_fires(handle, '{"id":"2","sid":"s","k":"x","v":NaN}')
+    dre.delete_ruleset(handle)
+
+
+def test_durable_deduplicates_identical_facts_without_ids():
+    handle = _raw_ruleset({"k": "x"})
+    assert dre.assert_fact(handle, '{"sid":"s","k":"x","v":1}')[0] == 0
+    assert dre.assert_fact(handle, '{"sid":"s","k":"x","v":1}')[0] == 2  # observed before: dropped
+    dre.delete_ruleset(handle)
+
+
+@pytest.mark.parametrize(("pattern", "value", "matches"), [(r"\d+", "123", False), ("%d+", "123", True), ("^ab", "ab", False), ("ab", "xab", False)])
+def test_durable_regex_dialect(pattern, value, matches):
+    handle = _raw_ruleset({"$and": [{"k": "x"}, {"$mt": {"v": pattern}}]})
+    assert _raw_fires(handle, json.dumps({"id": "1", "sid": "s", "k": "x", "v": value})) is matches
+    dre.delete_ruleset(handle)
+
+
+def test_durable_negation_does_not_cancel_an_activation_when_the_negated_fact_comes_later():
+    handle = dre.create_ruleset(f"pin{next(_NAMES)}", json.dumps({"r": {"all": [{"a": {"k": "b"}}, {"c$not": {"k": "c"}}]}}))
+    _, state = dre.assert_fact(handle, '{"id":"1","sid":"s","k":"b"}')
+    dre.assert_fact(handle, '{"id":"2","sid":"s","k":"c"}')
+    assert dre.start_action_for_state(handle, state)  # still fires although a 'c' fact exists
+    dre.delete_ruleset(handle)
+
+
+# ---- the adapter ----
+
+
+def test_numbers_are_encoded_without_exponents():
+    assert encode_number(1e-05) == "0.00001"
+    assert encode_number(1.5e20) == "150000000000000000000"
+    assert encode({"a": [0.1, 2, True, None, "x\"y"]}) == '{"a":[0.1,2,true,null,"x\\"y"]}'
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(NotEncodable):
+            encode_number(bad)
+
+
+def test_facts_refuse_nan_and_text_where_numbers_belong():
+    with pytest.raises(ValueError):
+        _operator(share_of_compute=float("nan"))
+    with pytest.raises(ValueError):
+        _operator(share_of_compute="abc")
+
+
+def _rule(text: str) -> Rule:
+    spec = RuleSpec.model_validate(yaml.safe_load(text))
+    problems, exprs = check_rule(spec)
+    assert not problems, problems
+    return Rule(spec=spec, exprs=exprs, path=Path(f"{spec.id}.yaml"), shown_path=f"rules/{spec.id}.yaml")
+
+
+def _operator(**fields) -> OperatorFact:
+    values = dict(id="operator:r0:1", rank=0, op_type="MatMulV2", accelerator_core="AI_CORE", type_source="type",
+                  count_per_step=1.0, total_us_per_step=100.0, mean_us=100.0, max_us=100.0, share_of_compute=0.5,
+                  position=1)
+    values.update(fields)
+    return OperatorFact(**values)
+
+
+def _breakdown(rank: int | None = 0, **fields) -> BreakdownFact:
+    values = dict(id=f"breakdown:r{rank}", scope="rank" if rank is not None else "profile", rank=rank, steps=1,
+                  step_time_us=1000.0, compute_us=300.0, comm_not_overlapped_us=600.0, free_us=100.0,
+                  compute_ratio=0.3, communication_ratio=0.6, free_ratio=0.1, dominant_overhead="communication")
+    values.update(fields)
+    return BreakdownFact(**values)
+
+
+HOT = _rule("""
+id: test.hot
+title: hot
+category: kernel-efficiency
+when: {all: [{fact: operator, as: o, where: {share_of_compute: {gte: 0.3}}}]}
+then: {recommend: [x], gain_us: o.total_us_per_step}
+explain: "{o.op_type}"
+""")
+
+TINY = _rule("""
+id: test.tiny
+title: tiny
+category: kernel-efficiency
+when: {all: [{fact: operator, as: o, where: {share_of_compute: {lt: 0.0001}}}]}
+then: {recommend: [x], gain_us: 0}
+explain: "{o.op_type}"
+""")
+
+CLASSIFY = _rule("""
+id: test.classify
+title: classify
+category: communication
+when: {all: [{fact: breakdown, as: b, where: {communication_ratio: {gte: 0.2}, dominant_overhead: communication}}]}
+then: {assert: {fact: bottleneck, values: {scope: "=b.scope", rank: "=b.rank", kind: communication, ratio: "=b.communication_ratio"}}}
+""")
+
+EXPOSED = _rule("""
+id: test.exposed
+title: exposed
+category: communication
+when:
+  all:
+    - {fact: bottleneck, as: v, where: {kind: communication, scope: rank}}
+    - {fact: breakdown, as: b, where: {scope: rank, rank: {ref: v.rank}}}
+then: {recommend: [x], gain_us: b.comm_not_overlapped_us}
+explain: "{b.rank}"
+""")
+
+
+def test_tiny_floats_reach_the_engine_intact():
+    with RuleEngine([TINY]) as engine:
+        firings = engine.run([_operator(share_of_compute=1e-05), _operator(id="operator:r0:2", share_of_compute=0.2)])
+    assert [f.matched["o"].id for f in firings] == ["operator:r0:1"]
+
+
+def test_identical_facts_with_distinct_ids_all_fire():
+    with RuleEngine([HOT]) as engine:
+        firings = engine.run([_operator(), _operator(id="operator:r1:1")])
+    assert sorted(f.matched["o"].id for f in firings) == ["operator:r0:1", "operator:r1:1"]
+
+
+def test_duplicate_ids_are_an_error_not_a_silent_drop():
+    with RuleEngine([HOT]) as engine, pytest.raises(EngineError, match="share the id 'operator:r0:1'"):
+        engine.run([_operator(), _operator(share_of_compute=0.9)])
+
+
+def test_derived_facts_chain_into_joined_rules():
+    with RuleEngine([CLASSIFY, EXPOSED]) as engine:
+        firings = engine.run([_breakdown(0), _breakdown(1, communication_ratio=0.1), _breakdown(None)])
+    classify = [f for f in firings if f.rule_id == "test.classify"]
+    exposed = [f for f in firings if f.rule_id == "test.exposed"]
+    assert sorted(str(f.derived[0].rank) for f in classify) == ["0", "None"]
+    assert [(f.matched["v"].rank, f.matched["b"].id) for f in exposed] == [(0, "breakdown:r0")]
+    assert isinstance(exposed[0].matched["v"], BottleneckFact)
+
+
+def test_state_does_not_leak_between_diagnoses():
+    with RuleEngine([CLASSIFY, EXPOSED]) as engine:
+        first = engine.run([_breakdown(0)])
+        assert len(first) == 2
+        assert engine.run([]) == []
+        assert engine.run([_breakdown(1, communication_ratio=0.1)]) == []
+        results = {len(engine.run([_breakdown(0)] if i % 2 else [])) for i in range(200)}
+    assert results == {0, 2}
+
+
+def test_an_error_inside_a_firing_surfaces():
+    broken = _rule("""
+id: test.broken
+title: broken
+category: communication
+when: {all: [{fact: breakdown, as: b}]}
+then: {assert: {fact: bottleneck, values: {scope: "=b.scope", kind: network, ratio: 0.5}}}
+""")
+    with RuleEngine([broken]) as engine:
+        with pytest.raises(EngineError, match="rule test.broken derived an invalid bottleneck fact"):
+            engine.run([_breakdown(0)])
+        assert engine.run([]) == []  # the engine is still usable afterwards
+
+
+def test_negation_holds_whatever_order_the_facts_come_in():
+    rule = _rule("""
+id: test.absent
+title: absent
+category: profiling
+when: {all: [{fact: context, as: c}, {not: {fact: breakdown}}]}
+then: {recommend: [x], gain_us: 0}
+explain: "{c.rank_count}"
+""")
+    context = ContextFact(id="context", format="ascend-pytorch", rank_count=1, step_count=1, has_step_info=True)
+    with RuleEngine([rule]) as engine:
+        assert engine.run([context, _breakdown(0)]) == []
+        assert engine.run([_breakdown(0), context]) == []
+        assert len(engine.run([context])) == 1
+
+
+def test_any_of_alternatives_and_in_and_exists():
+    rule = _rule("""
+id: test.any
+title: any
+category: kernel-efficiency
+when:
+  any:
+    - {fact: operator, as: o, where: {op_type: {in: [IndexPutV2, NonZero]}}}
+    - all:
+        - {fact: operator, as: m, where: {op_type: {matches: "MatMul(V2|V3)"}, share_of_step: {exists: false}}}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+""")
+    with RuleEngine([rule]) as engine:
+        assert len(engine.run([_operator(op_type="NonZero")])) == 1
+        assert len(engine.run([_operator(op_type="MatMulV3")])) == 1
+        assert engine.run([_operator(op_type="MatMulV3", share_of_step=0.1)]) == []
+        assert engine.run([_operator(op_type="Add")]) == []
+
+
+def test_a_missing_field_fails_every_comparison():
+    rule = _rule("""
+id: test.ne
+title: ne
+category: kernel-efficiency
+when: {all: [{fact: operator, as: o, where: {accelerator_core: {ne: AI_CORE}}}]}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+""")
+    with RuleEngine([rule]) as engine:
+        assert engine.run([_operator(accelerator_core=None)]) == []  # unknown is not "not AI_CORE"
+        assert len(engine.run([_operator(accelerator_core="AI_CPU")])) == 1
+
+
+# ---- regex: what authors write is what the engine runs ----
+
+PATTERNS = [r"abc", r"ab.*", r"a|b", r"(ab)+", r"a{2}", r"a{2,3}", r"[0-9]+", r"\d+", r"\w+", r"a\.b", r"a\*b", r"100%",
+            r"[^a]b", r"(a|b)c", r"hcom_.*", r"MatMul(V2|V3)", r"[a-]+", r"[-a]+", r"a\-b", r"[\d.]+", r"a\$b", r"a\\b",
+            r"[\]]", r"x\(y\)", r"Index(Put)?(V2)?", r".*Grad", r"[A-Z][a-z]+V[0-9]"]
+VALUES = ["abc", "abcd", "a", "b", "abab", "aa", "aaa", "123", "ab_1", "a.b", "a*b", "100%", "cb", "bc",
+          "hcom_allReduce_", "MatMulV3", "a-a", "-a", "a-b", "1.5", "a$b", "a\\b", "]", "x(y)", "IndexPutV2", "ConvGrad",
+          "TransData", "MatmulV2", ""]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_translated_regex_matches_exactly_like_python_fullmatch(pattern):
+    handle = _raw_ruleset({"$and": [{"k": "x"}, {"$mt": {"v": translate(pattern)}}]})
+    for n, value in enumerate(VALUES):
+        fired = _raw_fires(handle, json.dumps({"id": str(n), "sid": f"s{n}", "k": "x", "v": value}))
+        assert fired == (re.fullmatch(pattern, value) is not None), (pattern, value)
+    dre.delete_ruleset(handle)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [("^abc", "anchor"), ("abc$", "anchor"), ("(?i)abc", "(?…)"), (r"a\b", r"escape '\b'"), (r"\s+", r"escape '\s'"),
+     ("a*?", "lazy"), ("a{2,}", "open repetition"), ("[", "not a valid regular expression"), (r"(a)\1", r"escape '\1'")],
+)
+def test_unsupported_regex_is_rejected_with_advice(pattern, message):
+    with pytest.raises(UnsupportedRegex, match=re.escape(message)):
+        translate(pattern)

@@ -1,0 +1,124 @@
+"""Reports: the JSON contract and its schema, the four renderings, languages, escaping, determinism."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import jsonschema
+import pytest
+from builders import Kernel, RankSpec, StepRow, build_rank
+from conftest import REAL, SAMPLE_CLUSTER, SAMPLE_SINGLE
+from rich.console import Console
+
+import advisor
+from advisor.render import render_html, render_json, render_markdown, render_terminal
+from advisor.report import SCHEMA_PATH, report_schema
+
+SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def test_shipped_schema_is_current():
+    assert SCHEMA == json.loads(json.dumps(report_schema())), "run `make schema` and commit the result"
+
+
+@pytest.mark.parametrize("path", [REAL, REAL / "rank0_ascend_pt", SAMPLE_SINGLE, SAMPLE_CLUSTER])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_json_report_validates_against_the_schema(path, lang):
+    document = json.loads(render_json(advisor.diagnose(path, lang=lang)))
+    jsonschema.validate(document, SCHEMA)
+    assert document["schema_version"] == 1 and document["lang"] == lang
+    for key in ("input", "summary", "findings", "facts", "coverage"):
+        assert key in document
+
+
+def test_json_is_byte_identical_across_runs():
+    assert render_json(advisor.diagnose(REAL)) == render_json(advisor.diagnose(REAL))
+
+
+def test_findings_are_ranked_by_gain_and_traceable_to_facts():
+    report = advisor.diagnose(SAMPLE_CLUSTER)
+    gains = [f.estimated_gain_us for f in report.findings]
+    assert gains == sorted(gains, reverse=True)
+    fact_ids = {f["id"] for f in report.model_dump()["facts"]}
+    for finding in report.findings:
+        assert set(finding.trace.facts) <= fact_ids
+        assert finding.trace.rule_file.startswith("rules/")
+    exposed = next(f for f in report.findings if f.id == "communication.exposed_collectives")
+    assert exposed.trace.derived_by == ["bottleneck.communication"]
+
+
+def test_markdown_and_html_carry_the_same_findings():
+    report = advisor.diagnose(SAMPLE_CLUSTER)
+    markdown, html = render_markdown(report), render_html(report)
+    assert report.findings
+    for finding in report.findings:
+        assert finding.title in markdown and finding.title in html
+        assert finding.id in markdown and finding.id in html
+        for prescription in finding.prescriptions:
+            assert prescription.title in markdown and prescription.title in html
+
+
+def test_chinese_report_uses_the_chinese_knowledge_text():
+    report = advisor.diagnose(SAMPLE_CLUSTER, lang="zh")
+    exposed = next(f for f in report.findings if f.id == "communication.exposed_collectives")
+    assert exposed.title == "集合通信未被计算掩盖"
+    assert exposed.prescriptions[0].title == "掩盖并缩短暴露的集合通信"
+    assert "未被任何计算掩盖" in exposed.explanation
+    for text in (render_markdown(report), render_html(report)):
+        assert "通信瓶颈" in text and "问题与建议" in text and "掩盖并缩短暴露的集合通信" in text
+
+
+def test_html_is_self_contained():
+    html = render_html(advisor.diagnose(REAL))
+    assert "<script" not in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    assert "@import" not in html and "url(" not in html
+    assert "default-src 'none'" in html
+
+
+def test_terminal_report_fits_100_columns():
+    buffer = io.StringIO()
+    render_terminal(advisor.diagnose(REAL), Console(file=buffer, width=100, no_color=True))
+    lines = buffer.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert any("communication-bound" in line for line in lines)
+
+
+HOSTILE = '<script>alert("x")</script>|*_[x](http://e.invalid)`\x1b[31m'
+
+
+def _hostile_profile(tmp_path):
+    kernels = [Kernel(5, HOSTILE, HOSTILE, "AI_CORE", 900.0), Kernel(5, "Add", "Add", "AI_VECTOR_CORE", 100.0)]
+    build_rank(tmp_path, RankSpec(steps=[StepRow(5, 1000.0, 100.0, 50.0)], kernels=kernels))
+    return advisor.diagnose(tmp_path)
+
+
+def test_hostile_operator_names_are_escaped_in_html(tmp_path):
+    report = _hostile_profile(tmp_path)
+    assert any(f.key == HOSTILE for f in report.findings)  # the name reached the finding verbatim
+    html = render_html(report)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "\x1b" not in html
+
+
+def test_hostile_operator_names_are_escaped_in_markdown(tmp_path):
+    markdown = render_markdown(_hostile_profile(tmp_path))
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert not re.search(r"(?<!\\)\]\(http", markdown)  # no live link
+    assert "\x1b" not in markdown
+    for line in markdown.splitlines():
+        if line.startswith("| ") and "script" in line:
+            assert line.count(" | ") == line.replace("\\|", "").count(" | ")  # no extra table cells
+
+
+def test_hostile_operator_names_cannot_drive_the_terminal(tmp_path):
+    buffer = io.StringIO()
+    render_terminal(_hostile_profile(tmp_path), Console(file=buffer, width=100, no_color=True))
+    assert "\x1b" not in buffer.getvalue()
+    assert "<script>" in buffer.getvalue()  # shown as text, verbatim
+
+
+def test_json_keeps_operator_names_verbatim(tmp_path):
+    document = json.loads(render_json(_hostile_profile(tmp_path)))
+    assert any(f["key"] == HOSTILE for f in document["findings"])
