@@ -45,8 +45,10 @@ def test_findings_are_ranked_by_gain_and_traceable_to_facts():
     for finding in report.findings:
         assert set(finding.trace.facts) <= fact_ids
         assert finding.trace.rule_file.startswith("rules/")
-    exposed = next(f for f in report.findings if f.id == "communication.exposed_collectives")
-    assert exposed.trace.derived_by == ["bottleneck.communication"]
+    verdicts = [f for f in report.model_dump()["facts"] if f["type"] == "bottleneck"]
+    assert {(v["scope"], v["rank"], v["kind"]) for v in verdicts} == {
+        ("profile", None, "communication"), ("rank", 0, "communication"), ("rank", 1, "communication")}
+    assert all(v["id"].startswith("bottleneck:bottleneck.communication:") for v in verdicts)
 
 
 def test_markdown_and_html_carry_the_same_findings():
