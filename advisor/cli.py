@@ -113,6 +113,30 @@ def facts_command(
             typer.echo("")
 
 
+rules_app = typer.Typer(help="Work with rule files.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.command("test")
+def rules_test_command(
+    select: Annotated[Optional[str], typer.Option("-k", help="Only cases whose rule id or name contains this text.")] = None,
+) -> None:
+    """Run the test cases embedded in the rule files and show each result."""
+    from advisor.diagnose import default_rulebook
+    from advisor.ruletests import run_rule_tests
+
+    with _guard(False):
+        results = run_rule_tests(default_rulebook(), select)
+        for result in results:
+            mark = "PASS" if result.passed else "FAIL"
+            typer.echo(f"{mark} {result.rule_id}: {result.name} (expect {result.expect}; {result.detail})")
+        failed = sum(not r.passed for r in results)
+        typer.echo(f"{len(results) - failed} passed, {failed} failed")
+        if not results:
+            raise errors.InputError(f"no rule test case matches {select!r}")
+        raise typer.Exit(1 if failed else 0)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

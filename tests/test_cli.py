@@ -149,3 +149,12 @@ def test_facts_lists_the_catalogue():
 def test_version():
     result = advisor("--version")
     assert result.returncode == 0 and result.stdout.startswith("advisor ")
+
+
+def test_rules_test_runs_every_embedded_case():
+    result = advisor("rules", "test")
+    assert result.returncode == 0, result.stdout
+    assert "PASS operator.dominant_type: fires on FlashAttentionScore" in result.stdout
+    assert result.stdout.rstrip().endswith("0 failed")
+    selected = advisor("rules", "test", "-k", "bottleneck.host")
+    assert selected.returncode == 0 and selected.stdout.rstrip().endswith("2 passed, 0 failed")

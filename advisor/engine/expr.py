@@ -54,11 +54,6 @@ class Expression:
         self.references: list[Reference] = []
         self._check(self._tree)
 
-    @property
-    def is_reference(self) -> bool:
-        """True when the expression is a single ``alias.field`` (its value is passed through as is)."""
-        return isinstance(self._tree, ast.Attribute)
-
     def evaluate(self, resolve: Resolver) -> Any:
         """Evaluate with ``resolve(alias, field)``; None if any referenced value is unknown."""
         try:

@@ -45,7 +45,6 @@ Category = Literal[
     "environment",
     "profiling",
 ]
-Severity = Literal["high", "medium", "low"]
 
 
 class _Model(BaseModel):

@@ -17,7 +17,7 @@ from advisor.facts.models import (
     StepFact,
 )
 from advisor.facts.operators import compute_kernels, in_steps, operator_stats, operator_stats_from_statistic
-from advisor.facts.steps import clean_step_rows, mean_step, step_breakdown
+from advisor.facts.steps import RATIO_COLUMNS, TIME_COLUMNS, clean_step_rows, mean_step, step_breakdown
 from advisor.ingest import Profile, RankData
 
 __all__ = [
@@ -163,19 +163,7 @@ def _distinct_steps(kernels: pd.DataFrame) -> int:
 
 def _times(row) -> dict:
     """The time and ratio fields shared by step and breakdown facts, NaN mapped to None."""
-    keys = (
-        "step_time_us",
-        "compute_us",
-        "comm_not_overlapped_us",
-        "free_us",
-        "communication_us",
-        "overlapped_us",
-        "bubble_us",
-        "preparing_us",
-        "compute_ratio",
-        "communication_ratio",
-        "free_ratio",
-    )
+    keys = ("step_time_us", *TIME_COLUMNS, *RATIO_COLUMNS)
     return {k: _float_or_none(row.get(k)) for k in keys}
 
 

@@ -13,6 +13,7 @@ TIME_COLUMNS = (
     "bubble_us",
     "preparing_us",
 )
+RATIO_COLUMNS = ("compute_ratio", "communication_ratio", "free_ratio")
 _REQUIRED = ("computing_us", "comm_not_overlapped_us", "free_us")
 
 

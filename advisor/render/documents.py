@@ -58,31 +58,33 @@ def _context(report: Report) -> dict:
 
 @lru_cache(maxsize=2)
 def _environment(kind: str) -> Environment:
-    loader = FileSystemLoader(str(data_dir("reports")))
-    if kind == "html":
-        env = Environment(
-            loader=loader,
-            autoescape=True,
-            undefined=StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            finalize=lambda value: strip_control(value) if isinstance(value, str) and not isinstance(value, Markup) else value,
-        )
-        env.filters["trusted"] = _html_trusted
-        return env
+    html = kind == "html"
     env = Environment(
-        loader=loader,
-        autoescape=False,
+        loader=FileSystemLoader(str(data_dir("reports"))),
+        autoescape=html,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        finalize=lambda value: value if isinstance(value, Markup) else md_escape("" if value is None else str(value)),
+        finalize=_finalize_html if html else _finalize_markdown,
     )
+    if html:
+        env.filters["trusted"] = _html_trusted
+        return env
     env.filters["trusted"] = lambda text: Markup(" ".join(_html_text(text).splitlines()))
     env.filters["code"] = lambda text: Markup(str(text).replace("`", "'"))
     env.filters["fence"] = _fence
     env.globals["env_block"] = lambda env_vars: _fence("\n".join(f"export {k}={v}" for k, v in env_vars.items()), "bash")
     return env
+
+
+def _finalize_html(value: object) -> object:
+    """Before autoescaping: drop control characters from input-derived text."""
+    return strip_control(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+def _finalize_markdown(value: object) -> object:
+    """Every expression is escaped for Markdown unless a filter marked it safe."""
+    return value if isinstance(value, Markup) else md_escape("" if value is None else str(value))
 
 
 def _html_text(text: str) -> str:
