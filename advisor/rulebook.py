@@ -20,6 +20,8 @@ from advisor.knowledge import KnowledgeEntry
 from advisor.resources import data_dir
 
 M = TypeVar("M", bound=BaseModel)
+# libyaml's safe loader when PyYAML was built with it (5-10x faster); both construct plain data only.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAX_FILE_BYTES = 1 << 20
 
 
@@ -83,7 +85,7 @@ def _load_rule(root: Path, path: Path, problems: list[str]) -> Rule | None:
         problems.append(f"{path}:1: the file name must be the rule id ({spec.id}.yaml)")
         return None
     rule_problems, exprs = check_rule(spec)
-    node = _compose(path)
+    node = _compose(path) if rule_problems else None
     for problem in rule_problems:
         problems.append(f"{path}:{_line_for_problem(node, problem)}: {problem}")
     if rule_problems or exprs is None:
@@ -96,7 +98,7 @@ def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
         if path.stat().st_size > _MAX_FILE_BYTES:
             problems.append(f"{path}:1: file is larger than 1 MiB")
             return None
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -130,7 +132,7 @@ def _yaml_files(dirs: Iterable[Path]) -> list[tuple[Path, Path]]:
 
 def _compose(path: Path) -> yaml.Node | None:
     try:
-        return yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        return yaml.compose(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except (yaml.YAMLError, OSError, UnicodeDecodeError):
         return None
 

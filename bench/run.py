@@ -1,0 +1,65 @@
+"""Time advisor and msprof-analyze advisor on the same generated profiles, in the same run.
+
+    python bench/run.py                       # default sizes; msprof-analyze found on PATH or --msprof
+    python bench/run.py --msprof /path/to/venv/bin/msprof-analyze --repeat 3
+
+Reports wall time and peak RSS (GNU time) per tool and size, median of --repeat runs. The profiles are
+made by bench/generate.py under bench/data/ (ignored by git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from generate import generate
+
+HERE = Path(__file__).resolve().parent
+SIZES = [(2, 1), (8, 50), (8, 200)]  # (ranks, kernel_details copies)
+
+
+def measure(command: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS MiB, exit code) of one run under GNU time."""
+    result = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True)
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", result.stderr)
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
+    hours, minutes, seconds = (float(g or 0) for g in wall.groups())
+    return hours * 3600 + minutes * 60 + seconds, int(rss.group(1)) / 1024, result.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--advisor", default=str(Path(sys.executable).with_name("advisor")))
+    parser.add_argument("--msprof", default=shutil.which("msprof-analyze"))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}")
+    print("| profile | size | tool | wall (s, median) | peak RSS (MiB) | exit |")
+    print("|---|---:|---|---:|---:|---:|")
+    for ranks, copies in SIZES:
+        data = generate(HERE / "data" / f"cluster-{ranks}x{copies}", ranks, copies)
+        size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) / 1e6
+        tools = {"advisor": lambda out: [args.advisor, "diagnose", str(data), "-o", str(out / "report.json")]}
+        if args.msprof:
+            tools["msprof-analyze advisor all"] = lambda out: [args.msprof, "advisor", "all", "-d", str(data), "-o", str(out)]
+        for name, command in tools.items():
+            runs = []
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as out:
+                    runs.append(measure(command(Path(out))))
+                shutil.rmtree(data / "cluster_analysis_output", ignore_errors=True)  # msprof writes into the input
+            wall = statistics.median(r[0] for r in runs)
+            rss = statistics.median(r[1] for r in runs)
+            print(f"| {ranks} ranks × {copies} | {size:.0f} MB | {name} | {wall:.2f} | {rss:.0f} | {runs[-1][2]} |")
+
+
+if __name__ == "__main__":
+    main()
