@@ -10,6 +10,10 @@
   when a negated fact arrives after the fact that triggered it.
 * Derived facts asserted by a rule's ``then.assert`` are validated against their model and fed back,
   so rules chain.
+* Every session first asserts a sentinel fact that an internal rule matches, and runs that action to
+  completion. durable-rules 2.0.28 leaves a session's action context uninitialised until an action has
+  run, and ``delete_state`` frees it regardless: deleting a session in which no rule ever fired frees a
+  garbage pointer (an intermittent segfault). After the sentinel the context is a valid NULL.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ _RULESET_NAMES = itertools.count()
 _SESSIONS = itertools.count()
 _MAX_FIRINGS = 100_000
 _NOT_HANDLED = 1
+_SENTINEL_RULE = "session_opened"
+_SENTINEL_FAMILY = "__session__"
 
 
 @dataclass
@@ -68,6 +74,7 @@ class RuleEngine:
         if not self._rules:
             return
         definition = {name: compile_rule(rule.spec) for name, rule in self._rules.items()}
+        definition[_SENTINEL_RULE] = {"all": [{"m": {FAMILY_KEY: _SENTINEL_FAMILY}}]}
         try:
             with _LOCK:
                 self._handle = dre.create_ruleset(f"advisor{next(_RULESET_NAMES)}", encode(definition))
@@ -98,6 +105,7 @@ class RuleEngine:
         session = _Session(self, f"s{next(_SESSIONS)}", {f.id: f for f in facts})
         ordered = sorted(facts, key=lambda f: f.family not in self._negated_families)
         with _LOCK:
+            session.open()
             try:
                 for fact in ordered:
                     session.assert_fact(fact)
@@ -116,17 +124,26 @@ class _Session:
         self.firings: list[Firing] = []
         self.derived_count = itertools.count()
 
+    def open(self) -> None:
+        """Create the session and run the sentinel action once (see the module docstring)."""
+        self._assert({FAMILY_KEY: _SENTINEL_FAMILY, "id": _SENTINEL_FAMILY, "sid": self.sid}, _SENTINEL_FAMILY)
+        if self.state is None:
+            raise EngineError("the rule engine did not open a session")
+        self.drain()
+
     def assert_fact(self, fact: Fact) -> None:
-        payload = {FAMILY_KEY: fact.family, "sid": self.sid, **_engine_fields(fact)}
+        self._assert({FAMILY_KEY: fact.family, "sid": self.sid, **_engine_fields(fact)}, fact.id)
+
+    def _assert(self, payload: dict[str, Any], fact_id: str) -> None:
         try:
             result = dre.assert_fact(self.handle, encode(payload))
         except NotEncodable as exc:
-            raise EngineError(f"fact {fact.id}: {exc}") from exc
+            raise EngineError(f"fact {fact_id}: {exc}") from exc
         except dre.error as exc:
-            raise EngineError(f"the rule engine rejected fact {fact.id} ({exc})") from exc
+            raise EngineError(f"the rule engine rejected fact {fact_id} ({exc})") from exc
         code, state = result
         if code not in (0, _NOT_HANDLED):
-            raise EngineError(f"the rule engine refused fact {fact.id} (code {code}; a duplicate?)")
+            raise EngineError(f"the rule engine refused fact {fact_id} (code {code}; a duplicate?)")
         if code == 0:
             self.state = state
 
@@ -153,6 +170,8 @@ class _Session:
 
     def _fire(self, message: dict[str, Any]) -> None:
         ((name, bindings),) = message.items()
+        if name == _SENTINEL_RULE:
+            return
         rule = self.engine._rules[name]
         matched = {alias: self.facts[payload["id"]] for alias, payload in bindings.items()}
         firing = Firing(rule_id=rule.id, matched=matched)
@@ -180,10 +199,8 @@ class _Session:
             raise EngineError(f"rule {rule.id} derived an invalid {family} fact ({problems})") from exc
 
     def close(self) -> None:
-        try:
+        if self.state is not None:
             dre.delete_state(self.handle, self.sid)
-        except dre.error:
-            pass  # no fact was ever handled in this session, so there is no state to delete
 
 
 def _engine_fields(fact: Fact) -> dict[str, Any]:
