@@ -68,6 +68,11 @@ class RankSpec:
     dir_name: str | None = None  # default localhost_{pid}_{timestamp}_ascend_pt
     with_step_info: bool = True
     omit: tuple[str, ...] = ()
+    # communication.json: share of each collective's time that moves data, the rest split wait/idle
+    comm_transit_share: float = 0.855
+    comm_wait_share: float = 0.117
+    comm_size_mb: float = 33.554432  # per collective, over HCCS
+    comm_transport: str = "HCCS"
 
 
 def build_rank(parent: Path, spec: RankSpec) -> Path:
@@ -82,6 +87,7 @@ def build_rank(parent: Path, spec: RankSpec) -> Path:
         "ASCEND_PROFILER_OUTPUT/step_trace_time.csv": lambda p: _write_csv(p, spec, *_step_trace(spec)),
         "ASCEND_PROFILER_OUTPUT/kernel_details.csv": lambda p: _write_csv(p, spec, *_kernel_details(spec)),
         "ASCEND_PROFILER_OUTPUT/op_statistic.csv": lambda p: _write_csv(p, spec, *_op_statistic(spec)),
+        "ASCEND_PROFILER_OUTPUT/communication.json": lambda p: p.write_text(json.dumps(_communication(spec))),
     }
     for relative, write in files.items():
         if relative.rsplit("/", 1)[-1] not in spec.omit:
@@ -162,6 +168,36 @@ def _op_statistic(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
         header = ["Device_id", *header]
         rows = [[spec.device_id, *r] for r in rows]
     return header, rows
+
+
+def _communication(spec: RankSpec) -> dict:
+    """communication.json with one op per collective kernel, its times consistent with the kernel duration."""
+    document: dict = {}
+    for index, kernel in enumerate(k for k in spec.kernels if k.core == "COMMUNICATION"):
+        step_key = f"step{kernel.step}" if spec.with_step_info and kernel.step is not None else "step"
+        elapse = kernel.duration_us / 1000
+        transit = elapse * spec.comm_transit_share
+        wait = elapse * spec.comm_wait_share
+        transports = {t: {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0,
+                          "Size Distribution": {}} for t in ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")}
+        moved = {"Transit Size(MB)": spec.comm_size_mb, "Transit Time(ms)": transit,
+                 "Bandwidth(GB/s)": round(spec.comm_size_mb / transit, 4) if transit else 0, "Large Packet Ratio": 0.0,
+                 "Size Distribution": {str(spec.comm_size_mb / 2): [2, transit]}}
+        transports[spec.comm_transport] = moved
+        if spec.comm_transport in ("HCCS", "PCIE", "SIO"):
+            transports["SDMA"] = {**moved, "Size Distribution": {}}
+        op = {
+            "Communication Time Info": {
+                "Start Timestamp(us)": 1764246877001783.0 + index, "Elapse Time(ms)": elapse, "Transit Time(ms)": transit,
+                "Wait Time(ms)": wait, "Synchronization Time(ms)": wait * 0.9, "Idle Time(ms)": elapse - transit - wait,
+                "Wait Time Ratio": round(wait / (wait + transit), 4) if wait + transit else 0,
+                "Synchronization Time Ratio": round(wait * 0.9 / (wait * 0.9 + transit), 4) if transit else 0,
+            },
+            "Communication Bandwidth Info": transports,
+        }
+        step = document.setdefault(step_key, {"p2p": {}, "collective": {}})
+        step["collective"][f"{kernel.name}@5862276093215481612"] = op
+    return document
 
 
 def _write_csv(path: Path, spec: RankSpec, header: list[str], rows: list[list[object]]) -> None:

@@ -24,7 +24,7 @@ def test_diagnose_terminal_on_the_real_cluster():
     result = advisor("diagnose", str(REAL))
     assert result.returncode == 0, result.stderr
     assert "communication-bound" in result.stdout
-    assert "Collective communication is not hidden behind compute" in result.stdout
+    assert "Collectives spend their time waiting, not moving data" in result.stdout
     assert result.stderr == ""
 
 

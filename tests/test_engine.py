@@ -20,7 +20,7 @@ from advisor.engine.encode import NotEncodable, encode, encode_number
 from advisor.engine.regex import UnsupportedRegex, translate
 from advisor.engine.session import RuleEngine
 from advisor.engine.spec import RuleSpec, check_rule
-from advisor.errors import EngineError
+from advisor.errors import EngineError, RuleError
 from advisor.facts.models import BottleneckFact, BreakdownFact, ContextFact, OperatorFact
 from advisor.rulebook import Rule
 
@@ -256,6 +256,55 @@ explain: "{c.rank_count}"
         assert engine.run([context, _breakdown(0)]) == []
         assert engine.run([_breakdown(0), context]) == []
         assert len(engine.run([context])) == 1
+
+
+def test_negations_of_several_families_are_ordered_across_rules():
+    absent_breakdown = _rule("""
+id: test.no_breakdown
+title: no breakdown
+category: profiling
+when: {all: [{fact: context, as: c}, {not: {fact: breakdown}}]}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+""")
+    no_hot_operator = _rule("""
+id: test.no_hot_operator
+title: breakdown without a hot operator on its rank
+category: kernel-efficiency
+when:
+  all:
+    - {fact: breakdown, as: b, where: {scope: rank}}
+    - {not: {fact: operator, where: {rank: {ref: b.rank}, share_of_compute: {gte: 0.3}}}}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+""")
+    context = ContextFact(id="context", format="ascend-pytorch", rank_count=2, step_count=1, has_step_info=True)
+    facts = [context, _breakdown(0), _breakdown(1), _operator(rank=0, share_of_compute=0.9)]
+    with RuleEngine([absent_breakdown, no_hot_operator]) as engine:
+        for ordering in (facts, facts[::-1], facts[1:] + facts[:1]):
+            fired = [(f.rule_id, f.matched["b"].rank) for f in engine.run(ordering)]
+            assert fired == [("test.no_hot_operator", 1)]
+
+
+def test_contradictory_negation_orders_are_refused():
+    a = _rule("""
+id: test.a
+title: a
+category: profiling
+when: {all: [{fact: context, as: c}, {not: {fact: breakdown}}]}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+""")
+    b = _rule("""
+id: test.b
+title: b
+category: profiling
+when: {all: [{fact: breakdown, as: b}, {not: {fact: context}}]}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+""")
+    with pytest.raises(RuleError, match="contradictory orders: test.a .context after breakdown.; test.b .breakdown after context."):
+        RuleEngine([a, b])
 
 
 def test_any_of_alternatives_and_in_and_exists():

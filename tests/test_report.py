@@ -64,12 +64,12 @@ def test_markdown_and_html_carry_the_same_findings():
 
 def test_chinese_report_uses_the_chinese_knowledge_text():
     report = advisor.diagnose(SAMPLE_CLUSTER, lang="zh")
-    exposed = next(f for f in report.findings if f.id == "communication.exposed_collectives")
-    assert exposed.title == "集合通信未被计算掩盖"
-    assert exposed.prescriptions[0].title == "掩盖并缩短暴露的集合通信"
-    assert "未被任何计算掩盖" in exposed.explanation
+    transfer = next(f for f in report.findings if f.id == "communication.transfer_bound")
+    assert transfer.title == "未掩盖的通信时间花在数据传输上"
+    assert transfer.prescriptions[0].title == "减少数据量、增大消息并与计算重叠"
+    assert "在传输数据" in transfer.explanation
     for text in (render_markdown(report), render_html(report)):
-        assert "通信瓶颈" in text and "问题与建议" in text and "掩盖并缩短暴露的集合通信" in text
+        assert "通信瓶颈" in text and "问题与建议" in text and "减少数据量、增大消息并与计算重叠" in text
 
 
 def test_html_is_self_contained():

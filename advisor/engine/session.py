@@ -6,8 +6,10 @@
   our action code is raised here instead of being stored in the session state.
 * Facts are encoded by ``encode`` (no exponent floats, no NaN/inf), carry a unique ``id`` (identical
   facts are otherwise deduplicated), and are asserted one by one (a fact no rule wants is fine).
-* Facts of families used under ``not`` are asserted first: the engine does not cancel an activation
-  when a negated fact arrives after the fact that triggered it.
+* Facts are asserted family by family in an order where every family used under ``not`` comes before
+  the families its rule matches positively: the engine does not cancel an activation when a negated
+  fact arrives after the fact that triggered it. Rules whose negations contradict each other's order
+  are refused.
 * Derived facts asserted by a rule's ``then.assert`` are validated against their model and fed back,
   so rules chain.
 * Every session first asserts a sentinel fact that an internal rule matches, and runs that action to
@@ -32,7 +34,7 @@ from advisor.engine.compile import FAMILY_KEY, compile_rule
 from advisor.engine.encode import NotEncodable, encode
 from advisor.engine.expr import Expression, resolver
 from advisor.engine.spec import NotCondition
-from advisor.errors import EngineError
+from advisor.errors import EngineError, RuleError
 from advisor.facts.models import FACT_FAMILIES, Fact
 
 _LOCK = threading.Lock()
@@ -63,13 +65,7 @@ class RuleEngine:
     def __init__(self, rules: Sequence[Any]) -> None:
         """``rules`` are rulebook Rules (spec + compiled expressions)."""
         self._rules = {f"r{i}": rule for i, rule in enumerate(rules)}
-        self._negated_families = {
-            condition.not_.fact
-            for rule in rules
-            for group in rule.spec.when.groups()
-            for condition in group
-            if isinstance(condition, NotCondition)
-        }
+        self._family_order = assertion_order(rules)
         self._handle: int | None = None
         if not self._rules:
             return
@@ -103,7 +99,8 @@ class RuleEngine:
             duplicate = next(i for i in ids if ids.count(i) > 1)
             raise EngineError(f"two facts share the id {duplicate!r}; the engine would drop one of them")
         session = _Session(self, f"s{next(_SESSIONS)}", {f.id: f for f in facts})
-        ordered = sorted(facts, key=lambda f: f.family not in self._negated_families)
+        last = len(self._family_order)
+        ordered = sorted(facts, key=lambda f: self._family_order.get(f.family, last))
         with _LOCK:
             session.open()
             try:
@@ -112,6 +109,32 @@ class RuleEngine:
                 return session.drain()
             finally:
                 session.close()
+
+
+def assertion_order(rules: Sequence[Any]) -> dict[str, int]:
+    """Family → position, negated families before the positive families of the same rule (a topological order)."""
+    before: dict[str, set[str]] = {}  # family -> families that must be asserted before it
+    owners: dict[tuple[str, str], str] = {}
+    for rule in rules:
+        for group in rule.spec.when.groups():
+            negated = {c.not_.fact for c in group if isinstance(c, NotCondition)}
+            positive = {c.fact for c in group if not isinstance(c, NotCondition)}
+            for family in positive:
+                before.setdefault(family, set()).update(negated - {family})
+                owners.update({(family, n): rule.id for n in negated})
+            for family in negated:
+                before.setdefault(family, set())
+    order: dict[str, int] = {}
+    pending = dict(before)
+    while pending:
+        ready = sorted(f for f, needs in pending.items() if needs <= order.keys())
+        if not ready:
+            cycle = sorted(f"{owners.get((f, n), '?')} ({f} after {n})" for f, needs in pending.items() for n in needs - order.keys())
+            raise RuleError("rules negate families in contradictory orders: " + "; ".join(cycle))
+        for family in ready:
+            order[family] = len(order)
+            del pending[family]
+    return order
 
 
 class _Session:

@@ -6,15 +6,19 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from advisor.facts.context import context_fact
+from advisor.facts.communication import communication_summary, transport_summary
+from advisor.facts.context import context_fact, infer_hardware
+from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.models import (
     FACT_FAMILIES,
     BottleneckFact,
     BreakdownFact,
+    CommunicationFact,
     ContextFact,
     Fact,
     OperatorFact,
     StepFact,
+    TransportFact,
 )
 from advisor.facts.operators import compute_kernels, in_steps, operator_stats, operator_stats_from_statistic
 from advisor.facts.steps import RATIO_COLUMNS, TIME_COLUMNS, clean_step_rows, mean_step, step_breakdown
@@ -24,11 +28,13 @@ __all__ = [
     "FACT_FAMILIES",
     "BottleneckFact",
     "BreakdownFact",
+    "CommunicationFact",
     "ContextFact",
     "Fact",
     "FactSet",
     "OperatorFact",
     "StepFact",
+    "TransportFact",
     "extract_facts",
 ]
 
@@ -53,6 +59,7 @@ def extract_facts(profile: Profile) -> FactSet:
     out = FactSet()
     rank_breakdowns: list[BreakdownFact] = []
     step_numbers: set[int] = set()
+    hardware = infer_hardware(profile)
     for rank in profile.ranks:
         steps = _step_facts(profile, rank, out.warnings)
         out.facts.extend(steps)
@@ -62,6 +69,7 @@ def extract_facts(profile: Profile) -> FactSet:
             rank_breakdowns.append(breakdown)
             out.facts.append(breakdown)
         out.facts.extend(_operator_facts(profile, rank, steps, breakdown))
+        out.facts.extend(_communication_facts(profile, rank, hardware))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
     out.facts.insert(0, context_fact(profile, sorted(step_numbers)))
@@ -150,6 +158,45 @@ def _operator_facts(
                 share_of_compute=min(float(row["share_of_compute"]), 1.0),
                 share_of_step=share_of_step,
                 position=int(row["position"]),
+            )
+        )
+    return facts
+
+
+def _communication_facts(profile: Profile, rank: RankData, hardware: str | None) -> list[Fact]:
+    if rank.communication is None:
+        return []
+    ops, traffic = rank.communication.ops, rank.communication.traffic
+    step_count = max(int(ops["step"].nunique(dropna=False)), 1)
+    path = profile.shown(rank.output_dir / "communication.json")
+    facts: list[Fact] = []
+    time_source = f"{path}[Communication Time Info]"
+    for row in communication_summary(ops, step_count).to_dict("records"):
+        facts.append(
+            CommunicationFact(
+                id=f"communication:r{rank.rank}:{row['kind']}",
+                sources=[time_source],
+                rank=rank.rank,
+                kind=row["kind"],
+                **{k: float(row[k]) for k in CommunicationFact.model_fields if k in row and k not in ("kind",)},
+            )
+        )
+    bandwidth_source = f"{path}[Communication Bandwidth Info]"
+    for row in transport_summary(traffic, step_count).to_dict("records"):
+        nominal = nominal_bandwidth(hardware, row["transport"])
+        facts.append(
+            TransportFact(
+                id=f"transport:r{rank.rank}:{row['transport']}",
+                sources=[bandwidth_source],
+                rank=rank.rank,
+                transport=row["transport"],
+                size_mb_per_step=float(row["size_mb_per_step"]),
+                time_us_per_step=float(row["time_us_per_step"]),
+                bandwidth_gbps=float(row["bandwidth_gbps"]),
+                nominal_gbps=nominal,
+                utilization=float(row["bandwidth_gbps"]) / nominal if nominal else None,
+                ops_per_step=float(row["ops_per_step"]),
+                small_op_share=float(row["small_op_share"]),
             )
         )
     return facts

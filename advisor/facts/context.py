@@ -8,6 +8,11 @@ from advisor.facts.models import ContextFact
 from advisor.ingest import Profile, RankData
 
 
+def infer_hardware(profile: Profile) -> str | None:
+    """The chip family, from the first rank whose kernel_details header tells it."""
+    return next((h for r in profile.ranks if (h := _hardware_from_pmu_columns(r))), None)
+
+
 def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     """Describe the profile from the first rank that has each piece of information."""
     sources: list[str] = []
@@ -24,7 +29,7 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     device = first(_device_entry) or {}
     if device:
         sources.extend(profile.shown(p) for p in sorted(profile.ranks[0].path.glob("PROF_*/device_*/info.json.*"))[:1])
-    hardware = first(_hardware_from_pmu_columns)
+    hardware = infer_hardware(profile)
     if hardware:
         sources.append(f"{profile.shown(profile.ranks[0].output_dir / 'kernel_details.csv')}[header]")
 

@@ -107,6 +107,50 @@ class OperatorFact(Fact):
     position: int = Field(ge=1, description="1 for the operator type with the most time on this rank, 2 next, …")
 
 
+class CommunicationFact(Fact):
+    """Collective (or point-to-point) communication of one rank per step, split by what the time was spent on.
+
+    From communication.json. The times are CANN's, on the master plane of each op: transit is moving
+    data, wait is Notify_Wait (waiting for a peer), synchronization is the part of wait before the first
+    transfer, idle is the rest (elapse − transit − wait).
+    """
+
+    family: ClassVar[str] = "communication"
+
+    rank: int = Field(ge=0, description="Rank.")
+    kind: Literal["collective", "p2p"] = Field(description="collective, or p2p (send/receive/batchSendRecv).")
+    ops_per_step: Micros = Field(description="Communication ops per step.")
+    elapse_us: Micros = Field(description="Summed op time per step, µs (Elapse Time).")
+    transit_us: Micros = Field(description="Time moving data per step, µs (Transit Time).")
+    wait_us: Micros = Field(description="Time in Notify_Wait per step, µs (Wait Time).")
+    synchronization_us: Micros = Field(description="Wait before the first transfer per step, µs (Synchronization Time).")
+    idle_us: Micros = Field(description="Elapse − transit − wait per step, µs (Idle Time).")
+    transit_share: Ratio = Field(description="transit_us / elapse_us: the share of communication time moving data.")
+    wait_share: Ratio = Field(description="wait_us / elapse_us.")
+    idle_share: Ratio = Field(description="idle_us / elapse_us.")
+    wait_ratio: Ratio = Field(description="wait / (wait + transit), CANN's Wait Time Ratio over all ops.")
+
+
+class TransportFact(Fact):
+    """Traffic of one rank over one transport (HCCS, PCIE, RDMA, SIO) per step, and its bandwidth."""
+
+    family: ClassVar[str] = "transport"
+
+    rank: int = Field(ge=0, description="Rank.")
+    transport: Literal["HCCS", "PCIE", "RDMA", "SIO", "SDMA"] = Field(
+        description="Link type; SDMA appears only when the file does not split it into HCCS/PCIE/SIO."
+    )
+    size_mb_per_step: Micros = Field(description="Data moved per step, MB (10^6 bytes).")
+    time_us_per_step: Micros = Field(description="Transfer time per step summed over all planes, µs.")
+    bandwidth_gbps: Micros = Field(description="size / time, GB/s.")
+    nominal_gbps: Micros | None = Field(None, description="The link's nominal bandwidth for the hardware, where known.")
+    utilization: Micros | None = Field(None, description="bandwidth_gbps / nominal_gbps.")
+    ops_per_step: Micros = Field(description="Communication ops per step that used this transport.")
+    small_op_share: Ratio = Field(
+        description="Share of those ops moving less than 16 MB (1 MB for RDMA) over this transport."
+    )
+
+
 class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
 
@@ -121,5 +165,5 @@ class BottleneckFact(Fact):
 
 FACT_FAMILIES: dict[str, type[Fact]] = {
     model.family: model
-    for model in (ContextFact, StepFact, BreakdownFact, OperatorFact, BottleneckFact)
+    for model in (ContextFact, StepFact, BreakdownFact, OperatorFact, CommunicationFact, TransportFact, BottleneckFact)
 }

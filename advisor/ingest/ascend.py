@@ -6,18 +6,21 @@ skipped with the reason, and reading carries on with the rest.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from advisor.ingest.csvtable import Column, FileProblem, read_csv_table
-from advisor.ingest.model import Coverage, CsvTable, RankData
+import orjson
+
+from advisor.ingest.communication import parse_communication
+from advisor.ingest.csvtable import Column, read_csv_table
+from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData
 from advisor.ingest.paths import display_path
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _MAX_JSON_BYTES = 64 << 20
+_MAX_COMMUNICATION_BYTES = 2 << 30
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 
 STEP_TRACE_COLUMNS = (
@@ -61,7 +64,7 @@ def rank_id_from_dir(rank_dir: Path) -> int | None:
         if match and match.group(1) is not None:
             return int(match.group(1))
         try:
-            content = json.loads(info.read_bytes()[:_MAX_JSON_BYTES])
+            content = orjson.loads(info.read_bytes()[:_MAX_JSON_BYTES])
         except (OSError, ValueError):
             continue
         rank = _as_int(content.get("rank_id")) if isinstance(content, dict) else None
@@ -89,6 +92,7 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     data.step_trace = reader.read(output_dir / "step_trace_time.csv", _csv(STEP_TRACE_COLUMNS, coverage, base))
     data.kernels = reader.read(output_dir / "kernel_details.csv", _csv(KERNEL_COLUMNS, coverage, base))
     data.op_statistic = reader.read(output_dir / "op_statistic.csv", _csv(OP_STATISTIC_COLUMNS, coverage, base))
+    data.communication = reader.read(output_dir / "communication.json", _communication(coverage, base))
     if data.device_id is None:
         data.device_id = _first_device_id(data.step_trace, data.kernels)
     return data
@@ -135,17 +139,25 @@ def _csv(columns: tuple[Column, ...], coverage: Coverage, base: Path) -> Callabl
     return parse
 
 
-def _read_json_object(path: Path) -> dict[str, Any]:
+def _communication(coverage: Coverage, base: Path) -> Callable[[Path], CommunicationTables]:
+    def parse(path: Path) -> CommunicationTables:
+        problems: list[str] = []
+        tables = parse_communication(_read_json_object(path, _MAX_COMMUNICATION_BYTES), problems)
+        coverage.warnings.extend(f"{display_path(path, base)}: {p}" for p in problems)
+        return tables
+
+    return parse
+
+
+def _read_json_object(path: Path, max_bytes: int = _MAX_JSON_BYTES) -> dict[str, Any]:
     size = path.stat().st_size
     if size == 0:
         raise FileProblem("is empty")
-    if size > _MAX_JSON_BYTES:
-        raise FileProblem(f"is {size >> 20} MiB; a profiler metadata file is never this large")
+    if size > max_bytes:
+        raise FileProblem(f"is {size >> 20} MiB, over the {max_bytes >> 20} MiB this file can plausibly have")
     try:
-        content = json.loads(path.read_bytes())
-    except UnicodeDecodeError as exc:
-        raise FileProblem(f"is not UTF-8 text (byte {exc.start})") from exc
-    except json.JSONDecodeError as exc:
+        content = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
         raise FileProblem(f"is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
     if not isinstance(content, dict):
         raise FileProblem(f"holds a JSON {type(content).__name__}, expected an object")

@@ -22,14 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv as pacsv
 
-from advisor.ingest.model import CsvTable
+from advisor.ingest.model import CsvTable, FileProblem
 
 _NULL_TOKENS = pa.array(["", "N/A", "NA", "n/a", "null", "None"])
 _HEADER_PROBE_BYTES = 1 << 20
-
-
-class FileProblem(Exception):
-    """A file that cannot be used; the message says what is wrong with it (without the path)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ from pydantic import BaseModel, Field
 from advisor.ingest.paths import display_path
 
 
+class FileProblem(Exception):
+    """A file that cannot be used; the message says what is wrong with it (without the path)."""
+
+
 class SkippedFile(BaseModel):
     """A file that exists but could not be used, and why."""
 
@@ -41,6 +45,14 @@ class CsvTable:
 
 
 @dataclass
+class CommunicationTables:
+    """communication.json flattened: one row per op, and one per (op, transport) with traffic."""
+
+    ops: pd.DataFrame  # step, kind, op_name, group, elapse_ms, transit_ms, wait_ms, synchronization_ms, idle_ms
+    traffic: pd.DataFrame  # step, kind, op_name, group, transport, size_mb, time_ms
+
+
+@dataclass
 class RankData:
     """Everything read from one rank's ``*_ascend_pt`` directory."""
 
@@ -54,6 +66,7 @@ class RankData:
     step_trace: CsvTable | None = None
     kernels: CsvTable | None = None
     op_statistic: CsvTable | None = None
+    communication: CommunicationTables | None = None
 
 
 @dataclass

@@ -1,0 +1,90 @@
+"""Turn a communication.json document into two tables: collective ops and their per-transport traffic.
+
+The torch_npu layout is ``{"step<N>"|"step": {"p2p"|"collective": {"<op>@<group>": OP_INFO, "Total Op
+Info": …}}}``; the msprof command line writes the flat ``{"<op>@<group>": OP_INFO, "total…": …}``. Both
+are accepted; CANN's own aggregates ("Total Op Info", keys starting with "total") are dropped, since
+they are recomputed from the ops. Times stay in the file's ms; sizes in its decimal MB.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+from advisor.ingest.model import CommunicationTables, FileProblem
+
+TRANSPORTS = ("HCCS", "PCIE", "RDMA", "SIO", "SDMA")
+_STEP_KEY = re.compile(r"^step(\d*)$")
+_P2P = re.compile(r"^hcom_(send|receive|batchsendrecv)", re.IGNORECASE)
+_TIME_KEYS = {
+    "elapse_ms": "Elapse Time(ms)",
+    "transit_ms": "Transit Time(ms)",
+    "wait_ms": "Wait Time(ms)",
+    "synchronization_ms": "Synchronization Time(ms)",
+    "idle_ms": "Idle Time(ms)",
+}
+
+
+def parse_communication(document: dict[str, Any], warnings: list[str]) -> CommunicationTables:
+    """Flatten a communication.json document; raise FileProblem if it has no recognisable op."""
+    ops: list[dict[str, Any]] = []
+    traffic: list[dict[str, Any]] = []
+    malformed = 0
+    for step, kind, key, info in _walk(document):
+        op_name, _, group = key.partition("@")
+        times = info.get("Communication Time Info") if isinstance(info, dict) else None
+        if not isinstance(times, dict):
+            malformed += 1
+            continue
+        row = {"step": step, "kind": kind, "op_name": op_name, "group": group}
+        row.update({name: _number(times.get(label)) for name, label in _TIME_KEYS.items()})
+        if row["elapse_ms"] is None:
+            malformed += 1
+            continue
+        ops.append(row)
+        bandwidth = info.get("Communication Bandwidth Info")
+        for transport, values in (bandwidth.items() if isinstance(bandwidth, dict) else []):
+            if transport not in TRANSPORTS or not isinstance(values, dict):
+                continue
+            size, time = _number(values.get("Transit Size(MB)")), _number(values.get("Transit Time(ms)"))
+            if size or time:
+                traffic.append({**{k: row[k] for k in ("step", "kind", "op_name", "group")},
+                                "transport": transport, "size_mb": size or 0.0, "time_ms": time or 0.0})
+    if malformed:
+        warnings.append(f"{malformed} communication op(s) without usable time info were ignored")
+    if not ops:
+        raise FileProblem("holds no communication op with time info")
+    op_columns = ["step", "kind", "op_name", "group", *_TIME_KEYS]
+    traffic_columns = ["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"]
+    return CommunicationTables(pd.DataFrame(ops, columns=op_columns), pd.DataFrame(traffic, columns=traffic_columns))
+
+
+def _walk(document: dict[str, Any]):
+    """Yield (step, kind, "op@group", op info) for both the per-step and the flat layout."""
+    stepped = [k for k in document if _STEP_KEY.match(str(k))]
+    if not stepped:  # msprof command-line layout: ops at the top level, no step, no p2p/collective split
+        for key, info in document.items():
+            if not str(key).lower().startswith("total"):
+                yield None, _kind(str(key)), str(key), info
+        return
+    for step_key in stepped:
+        number = _STEP_KEY.match(step_key).group(1)
+        step = int(number) if number else None
+        groups = document[step_key]
+        for kind in ("collective", "p2p"):
+            ops = groups.get(kind) if isinstance(groups, dict) else None
+            for key, info in (ops.items() if isinstance(ops, dict) else []):
+                if key != "Total Op Info" and not str(key).lower().startswith("total"):
+                    yield step, kind, str(key), info
+
+
+def _kind(op_key: str) -> str:
+    return "p2p" if _P2P.match(op_key) else "collective"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") and value >= 0 else None

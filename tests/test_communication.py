@@ -1,0 +1,103 @@
+"""Communication facts from communication.json, checked against the file's own numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from builders import RankSpec, build_rank
+from conftest import REAL, SAMPLE_CLUSTER
+
+import advisor
+from advisor.facts import CommunicationFact, TransportFact, extract_facts
+from advisor.ingest import load_profile
+from advisor.ingest.communication import parse_communication
+from advisor.ingest.model import FileProblem
+
+
+def _file(rank_dir) -> dict:
+    return json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT/communication.json").read_text())
+
+
+@pytest.mark.parametrize("root", [REAL, SAMPLE_CLUSTER], ids=["real", "sample"])
+def test_collective_times_add_up_to_the_files_own_totals(root):
+    facts = {f.rank: f for f in extract_facts(load_profile(root)).of(CommunicationFact)}
+    for rank, rank_dir in enumerate(sorted(p.parent.parent for p in root.rglob("ASCEND_PROFILER_OUTPUT/communication.json"))):
+        document = _file(rank_dir)
+        steps = len(document)
+        totals = {"elapse": 0.0, "transit": 0.0, "wait": 0.0, "idle": 0.0}
+        for step in document.values():
+            total = step["collective"]["Total Op Info"]["Communication Time Info"]  # CANN/torch_npu's own sum
+            for name in totals:
+                totals[name] += total[f"{name.capitalize()} Time(ms)"]
+        fact = facts[rank]
+        assert fact.kind == "collective"
+        assert fact.elapse_us == pytest.approx(totals["elapse"] * 1000 / steps)
+        assert fact.transit_us == pytest.approx(totals["transit"] * 1000 / steps)
+        assert fact.wait_us == pytest.approx(totals["wait"] * 1000 / steps)
+        assert fact.idle_us == pytest.approx(totals["idle"] * 1000 / steps)
+        assert fact.transit_share + fact.wait_share + fact.idle_share == pytest.approx(1.0, abs=1e-6)
+
+
+def test_real_job_collectives_mostly_wait_and_hccs_runs_at_15_6_gbps():
+    facts = extract_facts(load_profile(REAL / "rank0_ascend_pt"))
+    (collective,) = facts.of(CommunicationFact)
+    assert collective.transit_share == pytest.approx(0.0348, abs=1e-3)
+    assert collective.idle_share == pytest.approx(0.909, abs=1e-3)
+    (hccs,) = facts.of(TransportFact)  # SDMA (= HCCS here) is not counted twice
+    total = _file(REAL / "rank0_ascend_pt")["step50"]["collective"]["Total Op Info"]["Communication Bandwidth Info"]["HCCS"]
+    assert hccs.size_mb_per_step == pytest.approx(total["Transit Size(MB)"])
+    assert hccs.bandwidth_gbps == pytest.approx(total["Transit Size(MB)"] / total["Transit Time(ms)"])
+    assert (hccs.nominal_gbps, round(hccs.utilization, 3)) == (28.0, round(hccs.bandwidth_gbps / 28, 3))
+    assert hccs.sources == ["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json[Communication Bandwidth Info]"]
+
+
+def test_flat_command_line_layout_and_p2p_ops():
+    op = {"Communication Time Info": {"Elapse Time(ms)": 2.0, "Transit Time(ms)": 1.0, "Wait Time(ms)": 0.5,
+                                      "Synchronization Time(ms)": 0.1, "Idle Time(ms)": 0.5},
+          "Communication Bandwidth Info": {"RDMA": {"Transit Size(MB)": 0.5, "Transit Time(ms)": 1.0}}}
+    tables = parse_communication({"hcom_send__1_0_1@9": op, "hcom_allGather__1_1_1@9": op, "total": {}}, [])
+    assert sorted(tables.ops["kind"]) == ["collective", "p2p"]
+    assert tables.ops["step"].isna().all()
+    assert set(tables.traffic["transport"]) == {"RDMA"}
+
+
+def test_ops_without_time_info_are_counted_and_an_empty_file_is_refused():
+    warnings: list[str] = []
+    good = {"Communication Time Info": {"Elapse Time(ms)": 1.0, "Transit Time(ms)": 1.0, "Wait Time(ms)": 0,
+                                        "Synchronization Time(ms)": 0, "Idle Time(ms)": 0}}
+    parse_communication({"step1": {"collective": {"a@1": good, "b@1": {"x": 1}, "c@1": {"Communication Time Info": {}}}}}, warnings)
+    assert warnings == ["2 communication op(s) without usable time info were ignored"]
+    with pytest.raises(FileProblem, match="holds no communication op"):
+        parse_communication({"step1": {"collective": {}, "p2p": {}}}, [])
+
+
+@pytest.mark.parametrize(("content", "reason"), [(b"", "is empty"), (b"[1,2]", "holds a JSON list"), (b"{\"step1\": ", "is not valid JSON")])
+def test_broken_communication_file_is_skipped(tmp_path, content, reason):
+    rank_dir = build_rank(tmp_path, RankSpec())
+    (rank_dir / "ASCEND_PROFILER_OUTPUT/communication.json").write_bytes(content)
+    profile = load_profile(tmp_path)
+    (skipped,) = profile.coverage.skipped
+    assert skipped.file.endswith("communication.json") and reason in skipped.reason
+
+
+def test_injected_waiting_collectives_are_diagnosed_as_not_transferring(tmp_path):
+    build_rank(tmp_path, RankSpec(comm_transit_share=0.1, comm_wait_share=0.8))
+    report = advisor.diagnose(tmp_path)
+    ids = [f.id for f in report.findings]
+    assert ids[0] == "communication.not_transferring"
+    assert "communication.transfer_bound" not in ids and "communication.exposed_collectives" not in ids
+    assert "80.0% is waiting for peers" in report.findings[0].explanation
+
+
+def test_injected_slow_hccs_link_is_flagged(tmp_path):
+    # 33.5 MB in 85 % of 1.99 ms is 19.7 GB/s; 5 MB in the same time is 3 GB/s, 11 % of the nominal 28
+    build_rank(tmp_path, RankSpec(comm_size_mb=5.0))
+    slow = next(f for f in advisor.diagnose(tmp_path).findings if f.id == "communication.slow_link")
+    assert slow.key == "HCCS" and "11% of the 28 GB/s nominal" in slow.explanation
+    assert not [f for f in advisor.diagnose(build_rank(tmp_path / "ok", RankSpec())).findings if f.id == "communication.slow_link"]
+
+
+def test_without_communication_json_the_generic_finding_remains(tmp_path):
+    build_rank(tmp_path, RankSpec(omit=("communication.json",)))
+    assert advisor.diagnose(tmp_path).findings[0].id == "communication.exposed_collectives"
