@@ -189,7 +189,7 @@ def _evidence(firing: Firing) -> dict[str, Any]:
     evidence: dict[str, Any] = {}
     for alias, fact in firing.matched.items():
         for field, value in fact.model_dump(exclude={"id", "sources"}).items():
-            if value is not None:
+            if isinstance(value, (bool, int, float, str)):  # lists stay in the report's facts
                 evidence[f"{alias}.{field}"] = value
     return evidence
 

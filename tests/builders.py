@@ -23,7 +23,6 @@ class Kernel:
     op_type: str
     core: str
     duration_us: float
-    start_us: str = "1764246877000000.000"
 
 
 @dataclass
@@ -73,6 +72,9 @@ class RankSpec:
     comm_wait_share: float = 0.117
     comm_size_mb: float = 33.554432  # per collective, over HCCS
     comm_transport: str = "HCCS"
+    # memory_record.csv: how often Total Reserved drops inside each step; the allocator config recorded
+    reserved_drops_per_step: int = 0
+    alloc_conf: str = ""
 
 
 def build_rank(parent: Path, spec: RankSpec) -> Path:
@@ -83,11 +85,13 @@ def build_rank(parent: Path, spec: RankSpec) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     files = {
         spec.info_name or f"profiler_info_{spec.rank}.json": lambda p: _write_info(p, spec),
-        "profiler_metadata.json": lambda p: p.write_text(json.dumps({"ENV_VARIABLES": {"ASCEND_LAUNCH_BLOCKING": ""}})),
+        "profiler_metadata.json": lambda p: p.write_text(json.dumps(
+            {"ENV_VARIABLES": {"ASCEND_LAUNCH_BLOCKING": "", "PYTORCH_NPU_ALLOC_CONF": spec.alloc_conf}})),
         "ASCEND_PROFILER_OUTPUT/step_trace_time.csv": lambda p: _write_csv(p, spec, *_step_trace(spec)),
         "ASCEND_PROFILER_OUTPUT/kernel_details.csv": lambda p: _write_csv(p, spec, *_kernel_details(spec)),
         "ASCEND_PROFILER_OUTPUT/op_statistic.csv": lambda p: _write_csv(p, spec, *_op_statistic(spec)),
         "ASCEND_PROFILER_OUTPUT/communication.json": lambda p: p.write_text(json.dumps(_communication(spec))),
+        "ASCEND_PROFILER_OUTPUT/memory_record.csv": lambda p: _write_csv(p, spec, *_memory_record(spec)),
     }
     for relative, write in files.items():
         if relative.rsplit("/", 1)[-1] not in spec.omit:
@@ -110,6 +114,16 @@ def _write_info(path: Path, spec: RankSpec) -> None:
     if spec.rank_id is not None:
         info["rank_id"] = spec.rank_id
     path.write_text(json.dumps(info, indent=4))
+
+
+BASE_US = 1764246877000000.0
+STEP_SPACING_US = 100_000.0
+
+
+def kernel_start(spec: RankSpec, kernel: Kernel) -> float:
+    """Kernels of step s start at BASE + s × 100 ms, one every 5 ms in listed order."""
+    index = [k for k in spec.kernels if k.step == kernel.step].index(kernel)
+    return BASE_US + (kernel.step or 0) * STEP_SPACING_US + index * 5000.0
 
 
 def _step_trace(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
@@ -138,7 +152,7 @@ def _kernel_details(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
         core = spec.comm_core if k.core == "COMMUNICATION" else k.core
         op_type = "N/A" if level0 and core != spec.comm_core else k.op_type
         core = "N/A" if level0 and core != spec.comm_core else core
-        start = k.start_us + ("\t" if spec.trailing_tab else "")
+        start = f"{kernel_start(spec, k):.3f}" + ("\t" if spec.trailing_tab else "")
         row: list[object] = ["" if not spec.with_step_info else k.step, k.name, op_type, core, start,
                              f"{k.duration_us:.3f}", "0", 20]
         if not level0:
@@ -198,6 +212,26 @@ def _communication(spec: RankSpec) -> dict:
         step = document.setdefault(step_key, {"p2p": {}, "collective": {}})
         step["collective"][f"{kernel.name}@5862276093215481612"] = op
     return document
+
+
+def _memory_record(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
+    """An APP sample, then PTA/PTA+GE rows: 4 GB allocated, 6 GB reserved, with the requested drops per step."""
+    header = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)", "Stream Ptr",
+              "Device Type"]
+    tab = "\t" if spec.trailing_tab else ""
+    device = f"NPU:{spec.device_id}"
+    rows: list[list[object]] = [["APP", f"{BASE_US:.3f}{tab}", "", 7000.0, "", "", device]]
+    steps = sorted({k.step for k in spec.kernels if k.step is not None})
+    for step in steps:
+        start = BASE_US + step * STEP_SPACING_US
+        samples = [(start + 100.0, 4096.0, 6144.0)]
+        for drop in range(spec.reserved_drops_per_step):
+            at = start + 200.0 + drop * 1000.0
+            samples += [(at, 3000.0, 5120.0), (at + 500.0, 4096.0, 6144.0)]
+        for time, allocated, reserved in samples:
+            for component in ("PTA", "PTA+GE"):
+                rows.append([component, f"{time:.3f}{tab}", allocated, reserved, allocated, 2, device])
+    return header, rows
 
 
 def _write_csv(path: Path, spec: RankSpec, header: list[str], rows: list[list[object]]) -> None:

@@ -115,7 +115,7 @@ def test_condition_mistakes_are_rejected(tmp_path, when, message):
         ("then:\n  recommend: [operator.dominant_type]\n  gain_us: o.op_type\n", 'explain: "x"\n', "o.op_type is not a number"),
         ("then:\n  recommend: [operator.dominant_type]\n  gain_us: 1\n", 'explain: "{x.rank}"\n', "'x' is not an alias"),
         ("then:\n  recommend: [operator.dominant_type]\n  gain_us: 1\n", 'explain: "{o.rank:.0%%}x{"\n', "stray '{'"),
-        ("then:\n  recommend: [operator.dominant_type]\n", 'explain: "x"\n', "must estimate 'gain_us'"),
+        ("then:\n  recommend: [operator.dominant_type]\n", 'explain: "x"\n', "must estimate 'gain_us' (or say 'unknown')"),
         ("then:\n  assert: {fact: operator}\n", "", "rules may only assert derived ones"),
     ],
     ids=["knowledge", "code", "text-gain", "alias", "template", "no-gain", "assert-measured"],

@@ -25,6 +25,7 @@ Scalar = Union[bool, int, float, str]
 _ALIAS = re.compile(r"^[a-z][a-z0-9_]*$")
 _RULE_ID = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 _RESERVED_FIELDS = {"family", "sid"}
+GAIN_UNKNOWN = "unknown"
 COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte", "matches", "imatches", "exists", "in")
 _NUMERIC_OPS = {"gt", "gte", "lt", "lte"}
 _TEXT_OPS = {"matches", "imatches"}
@@ -170,7 +171,7 @@ class Then(_Model):
         if not self.recommend and self.assert_ is None:
             raise ValueError("'then' needs 'recommend' (a finding), 'assert' (a derived fact), or both")
         if self.recommend and self.gain_us is None:
-            raise ValueError("a rule that recommends must estimate 'gain_us'")
+            raise ValueError("a rule that recommends must estimate 'gain_us' (or say 'unknown')")
         return self
 
 
@@ -322,7 +323,7 @@ def _compile_expressions(
 
     try:
         gain = None
-        if spec.then.gain_us is not None:
+        if spec.then.gain_us is not None and spec.then.gain_us != GAIN_UNKNOWN:
             gain = Expression(str(spec.then.gain_us))
             check_refs("then.gain_us", gain.references)
             for ref in gain.references:

@@ -9,13 +9,25 @@ import pandas as pd
 from advisor.facts.communication import communication_summary, transport_summary
 from advisor.facts.context import context_fact, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
+from advisor.facts.memory import (
+    MAX_TIMES_LISTED,
+    allocator_series,
+    in_windows,
+    reserved_drops,
+    reserved_unused_at_peak,
+    step_windows,
+    top_allocators,
+)
 from advisor.facts.models import (
     FACT_FAMILIES,
+    AllocationFact,
     BottleneckFact,
     BreakdownFact,
     CommunicationFact,
     ContextFact,
+    EnvironmentFact,
     Fact,
+    MemoryFact,
     OperatorFact,
     StepFact,
     TransportFact,
@@ -26,12 +38,15 @@ from advisor.ingest import Profile, RankData
 
 __all__ = [
     "FACT_FAMILIES",
+    "AllocationFact",
     "BottleneckFact",
     "BreakdownFact",
     "CommunicationFact",
     "ContextFact",
+    "EnvironmentFact",
     "Fact",
     "FactSet",
+    "MemoryFact",
     "OperatorFact",
     "StepFact",
     "TransportFact",
@@ -70,9 +85,10 @@ def extract_facts(profile: Profile) -> FactSet:
             out.facts.append(breakdown)
         out.facts.extend(_operator_facts(profile, rank, steps, breakdown))
         out.facts.extend(_communication_facts(profile, rank, hardware))
+        out.facts.extend(_memory_facts(profile, rank))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
-    out.facts.insert(0, context_fact(profile, sorted(step_numbers)))
+    out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile)]
     return out
 
 
@@ -200,6 +216,77 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
             )
         )
     return facts
+
+
+def _memory_facts(profile: Profile, rank: RankData) -> list[Fact]:
+    facts: list[Fact] = []
+    if rank.memory_record is not None:
+        component, series = allocator_series(rank.memory_record.frame)
+        if not series.empty:
+            windows = step_windows(rank.kernels.frame) if rank.kernels is not None else step_windows(pd.DataFrame())
+            drops = in_windows(reserved_drops(series), windows)
+            unused, unused_ratio = reserved_unused_at_peak(series)
+            records = rank.memory_record.frame
+            app = records.loc[records["component"] == "APP", "reserved_mb"]
+            sources = [f"{profile.shown(rank.memory_record.path)}[Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)]"]
+            if not windows.empty:
+                sources.append(f"{profile.shown(rank.kernels.path)}[Step Id,Start Time(us),Duration(us)]")
+            hccl = None
+            if rank.module_memory is not None:
+                modules = rank.module_memory.frame
+                hccl_rows = modules.loc[modules["component"] == "HCCL", "reserved_mb"]
+                hccl = float(hccl_rows.max()) if hccl_rows.notna().any() else None
+                sources.append(f"{profile.shown(rank.module_memory.path)}[Component,Total Reserved(MB)]")
+            facts.append(
+                MemoryFact(
+                    id=f"memory:r{rank.rank}",
+                    sources=sources,
+                    rank=rank.rank,
+                    component=component,
+                    peak_allocated_mb=_float_or_none(series["allocated_mb"].max()) or 0.0,
+                    peak_reserved_mb=float(series["reserved_mb"].max()),
+                    reserved_unused_mb=unused,
+                    reserved_unused_ratio=min(unused_ratio, 1.0),
+                    reorganisations=len(drops),
+                    reorganisations_per_step=len(drops) / max(len(windows), 1),
+                    reorganisation_times_us=[float(t) for t in drops.head(MAX_TIMES_LISTED)],
+                    steps_observed=len(windows),
+                    process_peak_reserved_mb=float(app.max()) if app.notna().any() else None,
+                    hccl_reserved_mb=hccl,
+                )
+            )
+    if rank.operator_memory is not None:
+        source = f"{profile.shown(rank.operator_memory.path)}[Name,Size(KB)]"
+        for row in top_allocators(rank.operator_memory.frame).to_dict("records"):
+            facts.append(
+                AllocationFact(
+                    id=f"allocation:r{rank.rank}:{row['position']}",
+                    sources=[source],
+                    rank=rank.rank,
+                    op_name=str(row["name"]),
+                    allocations=int(row["allocations"]),
+                    allocated_mb=float(row["allocated_mb"]),
+                    largest_mb=float(row["largest_mb"]),
+                    share_of_allocated=min(float(row["share_of_allocated"]), 1.0),
+                    position=int(row["position"]),
+                )
+            )
+    return facts
+
+
+def _environment_facts(profile: Profile) -> list[EnvironmentFact]:
+    """ENV_VARIABLES of the first rank that recorded them (the profiler writes the same set on every rank)."""
+    for rank in profile.ranks:
+        variables = rank.metadata.get("ENV_VARIABLES")
+        if isinstance(variables, dict) and variables:
+            source = f"{profile.shown(rank.path / 'profiler_metadata.json')}[ENV_VARIABLES]"
+            return [
+                EnvironmentFact(id=f"environment:{name}", sources=[source], name=str(name), value=str(value),
+                                is_set=bool(str(value).strip()))
+                for name, value in sorted(variables.items())
+                if isinstance(value, (str, int, float))
+            ]
+    return []
 
 
 def _distinct_steps(kernels: pd.DataFrame) -> int:

@@ -151,6 +151,51 @@ class TransportFact(Fact):
     )
 
 
+class MemoryFact(Fact):
+    """Device memory of one rank as the framework's caching allocator saw it (memory_record.csv)."""
+
+    family: ClassVar[str] = "memory"
+
+    rank: int = Field(ge=0, description="Rank.")
+    component: str = Field(description="The memory_record component used: PTA+GE when graph-mode memory exists, else PTA.")
+    peak_allocated_mb: Micros = Field(description="Peak Total Allocated, MB (1024² bytes).")
+    peak_reserved_mb: Micros = Field(description="Peak Total Reserved (allocator cache), MB.")
+    reserved_unused_mb: Micros = Field(description="Reserved − allocated at the moment of peak allocation, MB.")
+    reserved_unused_ratio: Ratio = Field(description="reserved_unused_mb / reserved at that moment.")
+    reorganisations: int = Field(ge=0, description="Drops of Total Reserved inside the profiled steps (cache released).")
+    reorganisations_per_step: Micros = Field(description="reorganisations / steps with a known time window.")
+    reorganisation_times_us: list[float] = Field(
+        default_factory=list, description="Timestamps of the first reorganisations (µs, local Unix time)."
+    )
+    steps_observed: int = Field(ge=0, description="Steps whose time window was known (from kernel_details); 0 = whole capture.")
+    process_peak_reserved_mb: Micros | None = Field(None, description="Peak device memory of the whole process (APP rows), MB.")
+    hccl_reserved_mb: Micros | None = Field(None, description="Peak memory reserved by HCCL (npu_module_mem.csv), MB.")
+
+
+class AllocationFact(Fact):
+    """One of the operators that allocate the most device memory on a rank (operator_memory.csv)."""
+
+    family: ClassVar[str] = "allocation"
+
+    rank: int = Field(ge=0, description="Rank.")
+    op_name: str = Field(description="The framework op that requested the memory, e.g. aten::empty_strided.")
+    allocations: int = Field(ge=0, description="Allocations in the capture.")
+    allocated_mb: Micros = Field(description="Memory allocated in the capture, MB.")
+    largest_mb: Micros = Field(description="Largest single allocation, MB.")
+    share_of_allocated: Ratio = Field(description="allocated_mb / all operators' allocated_mb.")
+    position: int = Field(ge=1, description="1 for the operator allocating the most.")
+
+
+class EnvironmentFact(Fact):
+    """An environment variable of the profiled process (profiler_metadata.json ENV_VARIABLES)."""
+
+    family: ClassVar[str] = "environment"
+
+    name: str = Field(description="Variable name, verbatim.")
+    value: str = Field(description="Its value, verbatim ('' when unset).")
+    is_set: bool = Field(description="Whether the value is non-empty.")
+
+
 class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
 
@@ -165,5 +210,16 @@ class BottleneckFact(Fact):
 
 FACT_FAMILIES: dict[str, type[Fact]] = {
     model.family: model
-    for model in (ContextFact, StepFact, BreakdownFact, OperatorFact, CommunicationFact, TransportFact, BottleneckFact)
+    for model in (
+        ContextFact,
+        EnvironmentFact,
+        StepFact,
+        BreakdownFact,
+        OperatorFact,
+        CommunicationFact,
+        TransportFact,
+        MemoryFact,
+        AllocationFact,
+        BottleneckFact,
+    )
 }

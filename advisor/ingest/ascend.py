@@ -43,6 +43,7 @@ KERNEL_COLUMNS = (
     Column("type", ("Type",), "str"),
     Column("accelerator_core", ("Accelerator Core",), "str"),
     Column("duration_us", ("Duration(us)",), "float", required=True),
+    Column("start_us", ("Start Time(us)",), "float"),
 )
 
 OP_STATISTIC_COLUMNS = (
@@ -52,6 +53,25 @@ OP_STATISTIC_COLUMNS = (
     Column("count", ("Count",), "float", required=True),
     Column("total_us", ("Total Time(us)",), "float", required=True),
     Column("max_us", ("Max Time(us)",), "float"),
+)
+
+MEMORY_RECORD_COLUMNS = (
+    Column("component", ("Component",), "str", required=True),
+    Column("timestamp_us", ("Timestamp(us)",), "float", required=True),
+    Column("allocated_mb", ("Total Allocated(MB)",), "float"),
+    Column("reserved_mb", ("Total Reserved(MB)",), "float", required=True),
+    Column("active_mb", ("Total Active(MB)",), "float"),
+)
+
+OPERATOR_MEMORY_COLUMNS = (
+    Column("name", ("Name",), "str", required=True),
+    Column("size_kb", ("Size(KB)",), "float", required=True),
+    Column("allocation_us", ("Allocation Time(us)",), "float"),
+)
+
+MODULE_MEMORY_COLUMNS = (
+    Column("component", ("Component",), "str", required=True),
+    Column("reserved_mb", ("Total Reserved(MB)",), "float", required=True),
 )
 
 T = TypeVar("T")
@@ -93,6 +113,9 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     data.kernels = reader.read(output_dir / "kernel_details.csv", _csv(KERNEL_COLUMNS, coverage, base))
     data.op_statistic = reader.read(output_dir / "op_statistic.csv", _csv(OP_STATISTIC_COLUMNS, coverage, base))
     data.communication = reader.read(output_dir / "communication.json", _communication(coverage, base))
+    data.memory_record = reader.read(output_dir / "memory_record.csv", _csv(MEMORY_RECORD_COLUMNS, coverage, base))
+    data.operator_memory = reader.read(output_dir / "operator_memory.csv", _csv(OPERATOR_MEMORY_COLUMNS, coverage, base))
+    data.module_memory = reader.read(output_dir / "npu_module_mem.csv", _csv(MODULE_MEMORY_COLUMNS, coverage, base))
     if data.device_id is None:
         data.device_id = _first_device_id(data.step_trace, data.kernels)
     return data

@@ -67,6 +67,9 @@ class RankData:
     kernels: CsvTable | None = None
     op_statistic: CsvTable | None = None
     communication: CommunicationTables | None = None
+    memory_record: CsvTable | None = None
+    operator_memory: CsvTable | None = None
+    module_memory: CsvTable | None = None
 
 
 @dataclass

@@ -1,0 +1,72 @@
+"""Memory facts: pure functions over memory_record, operator_memory, npu_module_mem and kernel timing."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+MB_PER_KB = 1 / 1024
+MAX_TIMES_LISTED = 20
+
+
+def allocator_series(records: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """The allocator's own time series: PTA+GE when graph-mode (GE) memory exists, else PTA; by time."""
+    component = "PTA+GE" if (records["component"] == "GE").any() else "PTA"
+    rows = records.loc[(records["component"] == component) & records["reserved_mb"].notna()]
+    return component, rows.sort_values("timestamp_us", kind="stable")
+
+
+def reserved_drops(series: pd.DataFrame) -> pd.Series:
+    """Timestamps at which Total Reserved fell: the allocator gave cached blocks back to the device."""
+    fell = series["reserved_mb"].diff() < 0
+    return series.loc[fell, "timestamp_us"]
+
+
+def step_windows(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per step: the device window from the first kernel start to the last kernel end."""
+    if "start_us" not in kernels or "step" not in kernels:
+        return pd.DataFrame(columns=["step", "start_us", "end_us"])
+    rows = kernels.loc[kernels["step"].notna() & kernels["start_us"].notna()]
+    ends = rows["start_us"] + rows["duration_us"].fillna(0)
+    return (
+        rows.assign(end_us=ends)
+        .groupby("step", sort=True)
+        .agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
+        .reset_index()
+    )
+
+
+def in_windows(times: pd.Series, windows: pd.DataFrame) -> pd.Series:
+    """The times that fall inside any window (all of them when there are no windows)."""
+    if windows.empty:
+        return times
+    inside = pd.Series(False, index=times.index)
+    for start, end in zip(windows["start_us"], windows["end_us"]):
+        inside |= (times >= start) & (times <= end)
+    return times.loc[inside]
+
+
+def reserved_unused_at_peak(series: pd.DataFrame) -> tuple[float, float]:
+    """(reserved − allocated, and its share of reserved) at the record with the peak allocation."""
+    known = series.loc[series["allocated_mb"].notna()]
+    if known.empty:
+        return 0.0, 0.0
+    peak = known.loc[known["allocated_mb"].idxmax()]
+    unused = max(float(peak["reserved_mb"] - peak["allocated_mb"]), 0.0)
+    return unused, (unused / float(peak["reserved_mb"]) if peak["reserved_mb"] > 0 else 0.0)
+
+
+def top_allocators(operator_memory: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+    """Operators by memory allocated (positive sizes only: a negative size is a free whose alloc was not captured)."""
+    rows = operator_memory.loc[operator_memory["size_kb"] > 0]
+    summary = (
+        rows.groupby("name", sort=False)
+        .agg(allocations=("size_kb", "size"), allocated_kb=("size_kb", "sum"), largest_kb=("size_kb", "max"))
+        .reset_index()
+    )
+    total = summary["allocated_kb"].sum()
+    summary["allocated_mb"] = summary["allocated_kb"] * MB_PER_KB
+    summary["largest_mb"] = summary["largest_kb"] * MB_PER_KB
+    summary["share_of_allocated"] = summary["allocated_kb"] / total if total > 0 else 0.0
+    summary = summary.sort_values(["allocated_kb", "name"], ascending=[False, True], kind="stable").head(limit)
+    summary["position"] = range(1, len(summary) + 1)
+    return summary.reset_index(drop=True)
