@@ -136,3 +136,15 @@ def test_kernels_outside_profiled_steps_are_not_counted(tmp_path):
     build_rank(tmp_path, RankSpec(steps=[StepRow(5, 10.0, 0.0, 1.0)], kernels=kernels))
     operators = extract_facts(load_profile(tmp_path)).of(OperatorFact)
     assert [(o.op_type, o.share_of_compute) for o in operators] == [("Add", 1.0)]
+
+
+def test_rank_spreads_name_the_slow_rank():
+    from advisor.facts import SpreadFact
+
+    spreads = {s.dimension: s for s in extract_facts(load_profile(SAMPLE_CLUSTER)).of(SpreadFact)}
+    communication = spreads["communication"]
+    assert (communication.max_rank, communication.min_rank, communication.rank) == (0, 1, 1)
+    assert communication.spread_us == pytest.approx(1921.46 - 1716.99)
+    assert communication.spread_ratio == pytest.approx((1921.46 - 1716.99) / ((3350.92 + 3186.77) / 2))
+    assert (spreads["compute"].rank, spreads["compute"].spread_us) == (1, pytest.approx(1384.64 - 1344.32))
+    assert not extract_facts(load_profile(SAMPLE_SINGLE)).of(SpreadFact)  # one rank: nothing to compare

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from advisor.facts.cluster import rank_spreads
 from advisor.facts.communication import communication_summary, transport_summary
 from advisor.facts.context import context_fact, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
@@ -29,6 +30,7 @@ from advisor.facts.models import (
     Fact,
     MemoryFact,
     OperatorFact,
+    SpreadFact,
     StepFact,
     TransportFact,
 )
@@ -48,6 +50,7 @@ __all__ = [
     "FactSet",
     "MemoryFact",
     "OperatorFact",
+    "SpreadFact",
     "StepFact",
     "TransportFact",
     "extract_facts",
@@ -88,6 +91,8 @@ def extract_facts(profile: Profile) -> FactSet:
         out.facts.extend(_memory_facts(profile, rank))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
+    if len(rank_breakdowns) >= 2:
+        out.facts.extend(_spread_facts(rank_breakdowns))
     out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile)]
     return out
 
@@ -139,6 +144,15 @@ def _profile_breakdown(ranks: list[BreakdownFact]) -> BreakdownFact:
         dominant_overhead=mean["dominant_overhead"],
         **_times(mean),
     )
+
+
+def _spread_facts(breakdowns: list[BreakdownFact]) -> list[SpreadFact]:
+    table = pd.DataFrame([b.model_dump() for b in breakdowns])
+    sources = sorted({src for b in breakdowns for src in b.sources})
+    return [
+        SpreadFact(id=f"spread:{row['dimension']}", sources=sources, **row)
+        for row in rank_spreads(table).to_dict("records")
+    ]
 
 
 def _operator_facts(

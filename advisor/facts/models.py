@@ -196,6 +196,26 @@ class EnvironmentFact(Fact):
     is_set: bool = Field(description="Whether the value is non-empty.")
 
 
+class SpreadFact(Fact):
+    """How one part of the step (compute, exposed communication, free) differs across ranks."""
+
+    family: ClassVar[str] = "spread"
+
+    dimension: Literal["compute", "communication", "free"] = Field(description="The part of the step compared.")
+    max_rank: int = Field(ge=0, description="The rank with the most of it.")
+    min_rank: int = Field(ge=0, description="The rank with the least of it.")
+    max_us: Micros = Field(description="Its time per step on max_rank, µs.")
+    min_us: Micros = Field(description="Its time per step on min_rank, µs.")
+    spread_us: Micros = Field(description="max_us − min_us.")
+    spread_ratio: Ratio = Field(description="spread_us / the mean step time over ranks.")
+    rank: int = Field(
+        ge=0,
+        description="The slow rank, the one the others wait for: max_rank for compute and free, min_rank for "
+        "communication (the late rank waits least inside the collectives).",
+    )
+    ranks: int = Field(ge=2, description="Number of ranks compared.")
+
+
 class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
 
@@ -220,6 +240,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         TransportFact,
         MemoryFact,
         AllocationFact,
+        SpreadFact,
         BottleneckFact,
     )
 }
