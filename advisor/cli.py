@@ -93,24 +93,57 @@ def diagnose_command(
 
 @app.command("facts")
 def facts_command(
-    family: Annotated[Optional[str], typer.Argument(help="Show only this fact family.")] = None,
+    path: Annotated[Optional[Path], typer.Argument(metavar="[PATH]", help="A profile to extract the facts of.")] = None,
+    list_families: Annotated[bool, typer.Option("--list", help="Document every fact family and field.")] = False,
+    family: Annotated[Optional[str], typer.Option("--family", help="Only this fact family.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
 ) -> None:
-    """List the fact families and their fields: what rule conditions can test."""
+    """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against."""
     from advisor.facts import FACT_FAMILIES
-    from advisor.engine.spec import field_kind
 
-    with _guard(False):
-        families = FACT_FAMILIES if family is None else {family: FACT_FAMILIES.get(family)}
-        if None in families.values():
+    with _guard(debug):
+        if family is not None and family not in FACT_FAMILIES:
             raise errors.InputError(f"unknown fact family {family!r}; known: {', '.join(FACT_FAMILIES)}")
-        for name, model in families.items():
-            kind = "derived by rules" if model.derived else "measured"
-            typer.echo(f"{name} ({kind}): {(model.__doc__ or '').strip()}")
-            for field_name, info in model.model_fields.items():
-                if field_name == "sources":
-                    continue
-                typer.echo(f"  {field_name:<24} {field_kind(model, field_name):<7} {info.description or ''}")
-            typer.echo("")
+        if list_families:
+            _print_catalogue(family)
+        elif path is None:
+            raise errors.InputError("give a profile PATH, or --list for the catalogue")
+        else:
+            _print_facts(path, family, as_json)
+
+
+def _print_catalogue(family: str | None) -> None:
+    from advisor.facts import FACT_FAMILIES
+    from advisor.facts.catalogue import field_rows
+
+    for name, model in FACT_FAMILIES.items():
+        if family not in (None, name):
+            continue
+        kind = "derived by rules" if model.derived else "measured"
+        typer.echo(f"{name} ({kind}): {' '.join((model.__doc__ or '').split())}")
+        typer.echo(f"  source: {model.source}")
+        for field_name, field_type, unit, meaning in field_rows(model):
+            typer.echo(f"  {field_name:<26} {field_type:<7} {unit:<6} {meaning}")
+        typer.echo("")
+
+
+def _print_facts(path: Path, family: str | None, as_json: bool) -> None:
+    import json
+
+    report = _run_with_progress(path, "en")
+    facts = [f for f in report.facts if family in (None, f["type"])]
+    if as_json:
+        sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+        return
+    for fact in facts:
+        typer.echo(f"{fact['type']} {fact['id']}")
+        for key, value in fact.items():
+            if key not in ("type", "id", "sources") and value not in (None, []):
+                typer.echo(f"    {key}: {value}")
+        typer.echo(f"    sources: {'; '.join(fact['sources'])}")
+    for skipped in report.coverage.skipped:
+        _note(f"skipped {skipped.file}: {skipped.reason}", level="warning")
 
 
 rules_app = typer.Typer(help="Work with rule files.", no_args_is_help=True)

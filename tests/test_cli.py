@@ -71,7 +71,8 @@ def test_fail_on_passes_when_nothing_reaches_the_threshold(tmp_path):
         (["diagnose", str(REAL), "-o", "report.pdf"], "report.pdf: cannot tell the format from the suffix"),
         (["diagnose", str(REAL), "--format", "pdf"], "Invalid value for '--format'"),
         (["diagnose"], "Missing argument 'PATH'"),
-        (["facts", "nope"], "unknown fact family 'nope'"),
+        (["facts", "--list", "--family", "nope"], "unknown fact family 'nope'"),
+        (["facts"], "give a profile PATH, or --list"),
     ],
 )
 def test_usage_and_input_errors_exit_2_with_one_clear_line(args, message):
@@ -139,11 +140,22 @@ def test_unreadable_file_is_skipped(tmp_path):
 
 
 def test_facts_lists_the_catalogue():
-    result = advisor("facts")
+    result = advisor("facts", "--list")
     assert result.returncode == 0
-    for family in ("context", "step", "breakdown", "operator", "bottleneck"):
+    for family in ("context", "step", "breakdown", "operator", "communication", "memory", "bottleneck"):
         assert f"\n{family} (" in "\n" + result.stdout
-    assert "share_of_compute" in result.stdout and "number" in result.stdout
+    assert "share_of_compute" in result.stdout and "source: kernel_details.csv" in result.stdout
+
+
+def test_facts_of_a_profile_as_text_and_json():
+    text = advisor("facts", str(REAL / "rank0_ascend_pt"), "--family", "communication")
+    assert text.returncode == 0
+    assert text.stdout.startswith("communication communication:r0:collective\n")
+    assert "    transit_share: 0.0347" in text.stdout
+    assert "sources: rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json[Communication Time Info]" in text.stdout
+    facts = json.loads(advisor("facts", str(REAL), "--json").stdout)
+    assert {f["type"] for f in facts} >= {"context", "step", "breakdown", "operator", "communication", "transport",
+                                          "memory", "allocation", "environment", "spread", "bottleneck"}
 
 
 def test_version():

@@ -20,3 +20,9 @@ def test_exit_codes_in_docs_match_the_code():
 def test_every_built_in_rule_is_listed_in_the_rule_format_doc():
     listed = set(re.findall(r"^\| `([a-z0-9_.]+)` \|", (DOCS / "rule-format.md").read_text(), re.M))
     assert listed == set(default_rulebook().rules)
+
+
+def test_fact_catalogue_doc_is_generated_from_the_models():
+    from advisor.facts.catalogue import catalogue_markdown
+
+    assert (DOCS / "facts.md").read_text(encoding="utf-8") == catalogue_markdown(), "run `make docs`"

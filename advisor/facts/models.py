@@ -23,6 +23,7 @@ class Fact(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
     family: ClassVar[str]
+    source: ClassVar[str]
     derived: ClassVar[bool] = False
 
     id: str = Field(description="Unique id of this fact within one diagnosis.")
@@ -33,6 +34,7 @@ class ContextFact(Fact):
     """What was profiled and how: one per profile."""
 
     family: ClassVar[str] = "context"
+    source: ClassVar[str] = "profiler_info*.json (config, versions), PROF_*/device_*/info.json.* (cores, clock), kernel_details.csv header (chip family)"
 
     format: str = Field(description="Input format: ascend-pytorch or ascend-mindspore.")
     profiler_level: str | None = Field(None, description="Level_none, Level0, Level1 or Level2 (profiler_info).")
@@ -72,6 +74,7 @@ class StepFact(_TimeBreakdown):
     """One profiled step of one rank (a row of step_trace_time.csv)."""
 
     family: ClassVar[str] = "step"
+    source: ClassVar[str] = "step_trace_time.csv: Computing, Communication(Not Overlapped), Free, Communication, Overlapped, Bubble, Preparing, Stage"
 
     step: int | None = Field(None, description="Step number N of ProfilerStep#N; absent without step info.")
     stage_us: Micros | None = Field(None, description="Stage as written by the profiler (span minus bubble).")
@@ -81,6 +84,7 @@ class BreakdownFact(_TimeBreakdown):
     """The mean step of one rank (scope 'rank') or of the whole profile (scope 'profile')."""
 
     family: ClassVar[str] = "breakdown"
+    source: ClassVar[str] = "step_trace_time.csv (the mean of a rank's step rows; the profile-wide one is the mean over ranks)"
 
     scope: Literal["rank", "profile"] = Field(description="'rank' for one rank, 'profile' for the mean over ranks.")
     steps: int = Field(ge=1, description="Number of step rows averaged.")
@@ -93,6 +97,7 @@ class OperatorFact(Fact):
     """Device kernels of one operator type on one core type, on one rank, per step."""
 
     family: ClassVar[str] = "operator"
+    source: ClassVar[str] = "kernel_details.csv: Step Id, Type (or Name at Level0), Accelerator Core, Duration(us); op_statistic.csv when kernel_details is missing"
 
     rank: int = Field(ge=0, description="Rank.")
     op_type: str = Field(description="Operator type (kernel_details Type; the kernel Name when the type is unknown).")
@@ -116,6 +121,7 @@ class CommunicationFact(Fact):
     """
 
     family: ClassVar[str] = "communication"
+    source: ClassVar[str] = "communication.json: Communication Time Info of every op, per step"
 
     rank: int = Field(ge=0, description="Rank.")
     kind: Literal["collective", "p2p"] = Field(description="collective, or p2p (send/receive/batchSendRecv).")
@@ -135,6 +141,7 @@ class TransportFact(Fact):
     """Traffic of one rank over one transport (HCCS, PCIE, RDMA, SIO) per step, and its bandwidth."""
 
     family: ClassVar[str] = "transport"
+    source: ClassVar[str] = "communication.json: Communication Bandwidth Info of every op, per step"
 
     rank: int = Field(ge=0, description="Rank.")
     transport: Literal["HCCS", "PCIE", "RDMA", "SIO", "SDMA"] = Field(
@@ -155,6 +162,7 @@ class MemoryFact(Fact):
     """Device memory of one rank as the framework's caching allocator saw it (memory_record.csv)."""
 
     family: ClassVar[str] = "memory"
+    source: ClassVar[str] = "memory_record.csv (PTA/PTA+GE/APP rows), kernel_details.csv (step windows), npu_module_mem.csv (HCCL)"
 
     rank: int = Field(ge=0, description="Rank.")
     component: str = Field(description="The memory_record component used: PTA+GE when graph-mode memory exists, else PTA.")
@@ -176,6 +184,7 @@ class AllocationFact(Fact):
     """One of the operators that allocate the most device memory on a rank (operator_memory.csv)."""
 
     family: ClassVar[str] = "allocation"
+    source: ClassVar[str] = "operator_memory.csv: Name, Size(KB)"
 
     rank: int = Field(ge=0, description="Rank.")
     op_name: str = Field(description="The framework op that requested the memory, e.g. aten::empty_strided.")
@@ -190,6 +199,7 @@ class EnvironmentFact(Fact):
     """An environment variable of the profiled process (profiler_metadata.json ENV_VARIABLES)."""
 
     family: ClassVar[str] = "environment"
+    source: ClassVar[str] = "profiler_metadata.json: ENV_VARIABLES"
 
     name: str = Field(description="Variable name, verbatim.")
     value: str = Field(description="Its value, verbatim ('' when unset).")
@@ -200,6 +210,7 @@ class SpreadFact(Fact):
     """How one part of the step (compute, exposed communication, free) differs across ranks."""
 
     family: ClassVar[str] = "spread"
+    source: ClassVar[str] = "the per-rank breakdown facts (step_trace_time.csv of every rank)"
 
     dimension: Literal["compute", "communication", "free"] = Field(description="The part of the step compared.")
     max_rank: int = Field(ge=0, description="The rank with the most of it.")
@@ -220,6 +231,7 @@ class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
 
     family: ClassVar[str] = "bottleneck"
+    source: ClassVar[str] = "derived by the bottleneck.* rules from breakdown facts"
     derived: ClassVar[bool] = True
 
     scope: Literal["rank", "profile"] = Field(description="'rank' or 'profile', as the breakdown it came from.")
