@@ -75,6 +75,11 @@ class RankSpec:
     # memory_record.csv: how often Total Reserved drops inside each step; the allocator config recorded
     reserved_drops_per_step: int = 0
     alloc_conf: str = ""
+    # trace_view.json: host activity injected into every step
+    compiles_per_step: int = 0
+    syncs_per_step: int = 1
+    dataloader_us: float = 500.0
+    gc_us: float = 0.0
 
 
 def build_rank(parent: Path, spec: RankSpec) -> Path:
@@ -92,6 +97,7 @@ def build_rank(parent: Path, spec: RankSpec) -> Path:
         "ASCEND_PROFILER_OUTPUT/op_statistic.csv": lambda p: _write_csv(p, spec, *_op_statistic(spec)),
         "ASCEND_PROFILER_OUTPUT/communication.json": lambda p: p.write_text(json.dumps(_communication(spec))),
         "ASCEND_PROFILER_OUTPUT/memory_record.csv": lambda p: _write_csv(p, spec, *_memory_record(spec)),
+        "ASCEND_PROFILER_OUTPUT/trace_view.json": lambda p: p.write_text(json.dumps(_trace_view(spec))),
     }
     for relative, write in files.items():
         if relative.rsplit("/", 1)[-1] not in spec.omit:
@@ -232,6 +238,56 @@ def _memory_record(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
             for component in ("PTA", "PTA+GE"):
                 rows.append([component, f"{time:.3f}{tab}", allocated, reserved, allocated, 2, device])
     return header, rows
+
+
+def _trace_view(spec: RankSpec) -> list[dict]:
+    """A trace_view.json with the processes the facts read, one ProfilerStep per step and the injected host work.
+
+    pids follow the bit-packed CANN encoding; as in real files only the process_name events give meaning.
+    """
+    python, gc, cann, hardware, overlap = 3096504, 3096505, (3096504 << 10) | (7 << 5) | 31, (3096504 << 10) | (14 << 5), (3096504 << 10) | (31 << 5)
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+        for pid, name in ((python, "Python"), (gc, "Python GC"), (cann, "CANN"), (hardware, "Ascend Hardware"),
+                          (overlap, "Overlap Analysis"))
+    ]
+
+    def complete(pid: int, tid: int, name: str, ts: float, dur: float, cat: str | None = None, **args) -> None:
+        event = {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": f"{ts:.3f}", "dur": dur}
+        if cat:
+            event["cat"] = cat
+        if args:
+            event["args"] = args
+        events.append(event)
+
+    flow = 0
+    for step in sorted({k.step for k in spec.kernels if k.step is not None}):
+        start = BASE_US + step * STEP_SPACING_US
+        complete(python, 1, f"ProfilerStep#{step}", start - 2000.0, STEP_SPACING_US - 1000.0, "cpu_op")
+        complete(python, 1, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", start - 1900.0,
+                 spec.dataloader_us, "cpu_op")
+        cursor = start - 1000.0
+        for _ in range(spec.compiles_per_step):
+            complete(cann, 2, "AscendCL@aclopCompileAndExecute", cursor, 400.0)
+            cursor += 5.0
+        for _ in range(spec.syncs_per_step):
+            complete(cann, 1, "AscendCL@aclrtSynchronizeStream", cursor, 50.0)
+            cursor += 5.0
+        if spec.gc_us:
+            complete(gc, 9, "GC", cursor, spec.gc_us, "GC")
+        for kernel in (k for k in spec.kernels if k.step == step):
+            begin = kernel_start(spec, kernel)
+            launch = begin - 80.0
+            complete(cann, 2, "Node@launch", launch, 12.0)
+            task_type = "COMMUNICATION" if kernel.core == "COMMUNICATION" else kernel.core
+            complete(hardware, 2, kernel.name, begin, kernel.duration_us, None, **{"Task Type": task_type})
+            flow += 1
+            events.append({"ph": "s", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
+                           "pid": cann, "tid": 2, "ts": f"{launch:.3f}"})
+            events.append({"ph": "f", "bp": "e", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
+                           "pid": hardware, "tid": 2, "ts": f"{begin:.3f}"})
+            complete(overlap, 0, "Computing", begin, kernel.duration_us)
+    return events
 
 
 def _write_csv(path: Path, spec: RankSpec, header: list[str], rows: list[list[object]]) -> None:

@@ -10,6 +10,7 @@ from advisor.facts.cluster import rank_spreads
 from advisor.facts.communication import communication_summary, transport_summary
 from advisor.facts.context import context_fact, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
+from advisor.facts.host import dataloader_summary, host_summary, profiler_steps
 from advisor.facts.memory import (
     MAX_TIMES_LISTED,
     allocator_series,
@@ -26,8 +27,10 @@ from advisor.facts.models import (
     BreakdownFact,
     CommunicationFact,
     ContextFact,
+    DataLoaderFact,
     EnvironmentFact,
     Fact,
+    HostFact,
     MemoryFact,
     OperatorFact,
     SpreadFact,
@@ -45,9 +48,11 @@ __all__ = [
     "BreakdownFact",
     "CommunicationFact",
     "ContextFact",
+    "DataLoaderFact",
     "EnvironmentFact",
     "Fact",
     "FactSet",
+    "HostFact",
     "MemoryFact",
     "OperatorFact",
     "SpreadFact",
@@ -89,6 +94,7 @@ def extract_facts(profile: Profile) -> FactSet:
         out.facts.extend(_operator_facts(profile, rank, steps, breakdown))
         out.facts.extend(_communication_facts(profile, rank, hardware))
         out.facts.extend(_memory_facts(profile, rank))
+        out.facts.extend(_host_facts(profile, rank, breakdown))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
     if len(rank_breakdowns) >= 2:
@@ -285,6 +291,27 @@ def _memory_facts(profile: Profile, rank: RankData) -> list[Fact]:
                     position=int(row["position"]),
                 )
             )
+    return facts
+
+
+def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | None) -> list[Fact]:
+    if rank.trace is None:
+        return []
+    trace = rank.trace
+    windows = profiler_steps(trace.host)
+    path = profile.shown(rank.output_dir / "trace_view.json")
+    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows)
+    step_time = breakdown.step_time_us if breakdown is not None else None
+    facts: list[Fact] = [
+        HostFact(id=f"host:r{rank.rank}", sources=[f"{path}[CANN, Python, Ascend Hardware, HostToDevice]"],
+                 rank=rank.rank, steps=max(len(windows), 1), **summary,
+                 gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None)
+    ]
+    loading = dataloader_summary(trace.host, windows)
+    if loading is not None:
+        share = min(loading["us_per_step"] / step_time, 1.0) if step_time else None
+        facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[Python: *DataLoader*]"],
+                                    rank=rank.rank, share_of_step=share, **loading))
     return facts
 
 

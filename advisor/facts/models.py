@@ -206,6 +206,52 @@ class EnvironmentFact(Fact):
     is_set: bool = Field(description="Whether the value is non-empty.")
 
 
+class HostFact(Fact):
+    """What the host did during the profiled steps of one rank (trace_view.json): dispatch, compilation,
+    synchronisation, garbage collection. Counts and times are per step."""
+
+    family: ClassVar[str] = "host"
+    source: ClassVar[str] = (
+        "trace_view.json: CANN process (AscendCL@*, Node@launch), Python and Python GC processes, "
+        "Ascend Hardware tasks, HostToDevice flows; per ProfilerStep#N window"
+    )
+
+    rank: int = Field(ge=0, description="Rank.")
+    steps: int = Field(ge=1, description="ProfilerStep windows in the trace (1 = the whole capture).")
+    compile_calls_per_step: Micros = Field(description="AscendCL@aclopCompileAndExecute calls (online operator compilation).")
+    compile_us_per_step: Micros = Field(description="Their total time, µs.")
+    sync_calls_per_step: Micros = Field(description="AscendCL@aclrtSynchronizeStream/Device/Event calls (host waits for the device).")
+    sync_us_per_step: Micros = Field(description="Their total time, µs.")
+    launch_calls_per_step: Micros = Field(description="Node@launch calls (kernel launches).")
+    launch_us_mean: Micros | None = Field(None, description="Mean Node@launch time: the host cost of one launch, µs.")
+    launch_latency_us_median: Micros | None = Field(None, description="Median launch → device start delay (HostToDevice flows), µs.")
+    launch_latency_us_p90: Micros | None = Field(None, description="90th percentile of that delay, µs.")
+    tiny_kernel_share: Ratio | None = Field(None, description="Share of compute tasks shorter than launch_us_mean.")
+    gc_calls_per_step: Micros = Field(description="Python GC pauses (recorded only with gc_detect_threshold).")
+    gc_us_per_step: Micros = Field(description="Their total time, µs.")
+    gc_share_of_step: Ratio | None = Field(None, description="gc_us_per_step / the rank's step time (capped at 1).")
+    optimizer_us_per_step: Micros = Field(description="Host time in Optimizer.step#… regions, µs.")
+    sync_batch_norm_calls_per_step: Micros = Field(description="Framework events named SyncBatchNorm.")
+
+
+class DataLoaderFact(Fact):
+    """Time the training loop spends waiting for the next batch (trace_view.json DataLoader events)."""
+
+    family: ClassVar[str] = "dataloader"
+    source: ClassVar[str] = (
+        "trace_view.json: outermost events whose name contains 'dataloader' (e.g. "
+        "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__), per ProfilerStep#N window"
+    )
+
+    rank: int = Field(ge=0, description="Rank.")
+    calls_per_step: Micros = Field(description="Batches fetched per step.")
+    us_per_step: Micros = Field(description="Time waiting for batches per step, µs.")
+    share_of_step: Ratio | None = Field(None, description="us_per_step / the rank's step time (capped at 1).")
+    iterator: Literal["multi-process", "single-process", "unknown"] = Field(
+        description="The DataLoader iterator: single-process means num_workers=0."
+    )
+
+
 class SpreadFact(Fact):
     """How one part of the step (compute, exposed communication, free) differs across ranks."""
 
@@ -252,6 +298,8 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         TransportFact,
         MemoryFact,
         AllocationFact,
+        HostFact,
+        DataLoaderFact,
         SpreadFact,
         BottleneckFact,
     )

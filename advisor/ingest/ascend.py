@@ -16,6 +16,7 @@ import orjson
 from advisor.ingest.communication import parse_communication
 from advisor.ingest.csvtable import Column, read_csv_table
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData
+from advisor.ingest.trace import TraceTables, read_trace
 from advisor.ingest.paths import display_path
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -116,6 +117,7 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     data.memory_record = reader.read(output_dir / "memory_record.csv", _csv(MEMORY_RECORD_COLUMNS, coverage, base))
     data.operator_memory = reader.read(output_dir / "operator_memory.csv", _csv(OPERATOR_MEMORY_COLUMNS, coverage, base))
     data.module_memory = reader.read(output_dir / "npu_module_mem.csv", _csv(MODULE_MEMORY_COLUMNS, coverage, base))
+    data.trace = reader.read(output_dir / "trace_view.json", _trace(coverage, base))
     if data.device_id is None:
         data.device_id = _first_device_id(data.step_trace, data.kernels)
     return data
@@ -166,6 +168,16 @@ def _communication(coverage: Coverage, base: Path) -> Callable[[Path], Communica
     def parse(path: Path) -> CommunicationTables:
         problems: list[str] = []
         tables = parse_communication(_read_json_object(path, _MAX_COMMUNICATION_BYTES), problems)
+        coverage.warnings.extend(f"{display_path(path, base)}: {p}" for p in problems)
+        return tables
+
+    return parse
+
+
+def _trace(coverage: Coverage, base: Path) -> Callable[[Path], TraceTables]:
+    def parse(path: Path) -> TraceTables:
+        problems: list[str] = []
+        tables = read_trace(path, problems)
         coverage.warnings.extend(f"{display_path(path, base)}: {p}" for p in problems)
         return tables
 

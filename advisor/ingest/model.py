@@ -70,6 +70,7 @@ class RankData:
     memory_record: CsvTable | None = None
     operator_memory: CsvTable | None = None
     module_memory: CsvTable | None = None
+    trace: Any = None  # TraceTables (advisor.ingest.trace) when trace_view.json was read
 
 
 @dataclass

@@ -1,0 +1,105 @@
+"""Host-side facts from trace_view.json: compilation, synchronisation, launches, data loading, GC."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from builders import RankSpec, build_rank
+from conftest import REAL, SAMPLE_SINGLE
+
+import advisor
+from advisor.facts import DataLoaderFact, HostFact, extract_facts
+from advisor.ingest import load_profile
+
+TRACE = "ASCEND_PROFILER_OUTPUT/trace_view.json"
+
+
+def test_real_host_facts_match_an_independent_count_of_the_trace():
+    events = json.loads((REAL / "rank0_ascend_pt" / TRACE).read_text())
+    (step,) = [e for e in events if e.get("name", "").startswith("ProfilerStep#")]
+    start, end = float(step["ts"]), float(step["ts"]) + step["dur"]
+
+    def in_step(name: str) -> list[dict]:
+        return [e for e in events if e.get("ph") == "X" and e.get("name") == name and start <= float(e["ts"]) <= end]
+
+    (host,) = extract_facts(load_profile(REAL / "rank0_ascend_pt")).of(HostFact)
+    compiles = in_step("AscendCL@aclopCompileAndExecute")
+    assert host.compile_calls_per_step == len(compiles) == 19
+    assert host.compile_us_per_step == pytest.approx(sum(e["dur"] for e in compiles))
+    launches = in_step("Node@launch")
+    assert host.launch_calls_per_step == len(launches)
+    assert host.launch_us_mean == pytest.approx(sum(e["dur"] for e in launches) / len(launches))
+    syncs = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("AscendCL@aclrtSynchronize")
+             and start <= float(e["ts"]) <= end]
+    assert host.sync_calls_per_step == len(syncs) == 7
+    assert host.sources == ["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json[CANN, Python, Ascend Hardware, HostToDevice]"]
+
+
+def test_real_dataloader_counts_only_outermost_events():
+    (loader,) = extract_facts(load_profile(REAL / "rank0_ascend_pt")).of(DataLoaderFact)
+    events = json.loads((REAL / "rank0_ascend_pt" / TRACE).read_text())
+    (step,) = [e for e in events if e.get("name", "").startswith("ProfilerStep#")]
+    start, end = float(step["ts"]), float(step["ts"]) + step["dur"]
+    spans = sorted((float(e["ts"]), float(e["ts"]) + e["dur"]) for e in events
+                   if e.get("ph") == "X" and "dataloader" in e.get("name", "").lower() and start <= float(e["ts"]) <= end)
+    outer = [s for s in spans if not any(o[0] <= s[0] and s[1] <= o[1] and o != s for o in spans)]
+    assert len(spans) > len(outer)  # the python_function frames inside __next__ exist …
+    assert loader.calls_per_step == len(outer)  # … and are not counted again
+    assert loader.us_per_step == pytest.approx(sum(b - a for a, b in outer), abs=0.5)  # µs timestamps as floats
+    assert loader.iterator == "multi-process"
+
+
+@pytest.mark.parametrize(
+    ("spec", "finding", "text"),
+    [
+        (RankSpec(compiles_per_step=3), "host.online_compilation", "3 operator compilation(s) per step"),
+        (RankSpec(syncs_per_step=5), "host.synchronisation", "synchronises with the device 5 times per step"),
+        (RankSpec(dataloader_us=30000.0, steps=None), "io.slow_dataloader", "takes 30,000 µs"),
+        (RankSpec(gc_us=900.0), "host.gc_pauses", "1.0 GC pause(s) per step take 900 µs"),
+    ],
+    ids=["compile", "sync", "dataloader", "gc"],
+)
+def test_injected_host_signals_are_measured_and_diagnosed(tmp_path, spec, finding, text):
+    if spec.steps is None:  # a slow loader needs idle device time to hide in
+        from builders import StepRow
+        spec.steps = [StepRow(5, 1344.32, 300.0, 40000.0), StepRow(6, 1344.32, 300.0, 40000.0)]
+    build_rank(tmp_path, spec)
+    report = advisor.diagnose(tmp_path)
+    matched = [f for f in report.findings if f.id == finding]
+    assert matched, [f.id for f in report.findings]
+    assert text in matched[0].explanation
+
+
+def test_quiet_host_on_the_synthetic_sample():
+    ids = {f.id for f in advisor.diagnose(SAMPLE_SINGLE).findings}
+    assert not ids & {"host.online_compilation", "host.synchronisation", "io.slow_dataloader", "host.gc_pauses"}
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", "is empty"),
+        (b"[{\"ph\": \"X\"", "is not a valid JSON array of events"),
+        (b"{\"traceEvents\": []}", "is not a JSON array of events (Expected `array`, got `object`)"),
+        (b"[{\"ph\": \"X\", \"name\": \"a\", \"ts\": \"1\", \"dur\": 1}]", "has no process_name metadata"),
+    ],
+)
+def test_unusable_trace_is_skipped(tmp_path, content, reason):
+    rank_dir = build_rank(tmp_path, RankSpec())
+    (rank_dir / TRACE).write_bytes(content)
+    profile = load_profile(tmp_path)
+    (skipped,) = profile.coverage.skipped
+    assert skipped.file.endswith("trace_view.json") and reason in skipped.reason
+
+
+def test_events_of_unexpected_types_are_dropped_one_by_one(tmp_path):
+    rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2))
+    events = json.loads((rank_dir / TRACE).read_text())
+    events.append({"ph": "X", "name": {"not": "a string"}, "pid": 1, "ts": "1", "dur": 1})
+    events.append({"ph": "X", "name": "AscendCL@x", "pid": [1], "ts": "1", "dur": 1})
+    (rank_dir / TRACE).write_text(json.dumps(events))
+    profile = load_profile(tmp_path)
+    assert any("2 event(s) with fields of unexpected types were ignored" in w for w in profile.coverage.warnings)
+    (host,) = extract_facts(profile).of(HostFact)
+    assert host.compile_calls_per_step == 2
