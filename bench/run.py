@@ -22,7 +22,7 @@ from pathlib import Path
 from generate import generate
 
 HERE = Path(__file__).resolve().parent
-SIZES = [(2, 1), (8, 50), (8, 200)]  # (ranks, kernel_details copies)
+SIZES = [(2, 1, 1), (8, 50, 1), (8, 200, 10), (1, 10, 90)]  # (ranks, kernel_details copies, trace_view copies)
 
 
 def measure(command: list[str]) -> tuple[float, float, int]:
@@ -42,10 +42,11 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}")
-    print("| profile | size | tool | wall (s, median) | peak RSS (MiB) | exit |")
+    print("| profile | size (trace_view) | tool | wall (s, median) | peak RSS (MiB) | exit |")
     print("|---|---:|---|---:|---:|---:|")
-    for ranks, copies in SIZES:
-        data = generate(HERE / "data" / f"cluster-{ranks}x{copies}", ranks, copies)
+    for ranks, copies, trace_copies in SIZES:
+        data = generate(HERE / "data" / f"cluster-{ranks}x{copies}x{trace_copies}", ranks, copies, trace_copies)
+        trace_mb = sum(p.stat().st_size for p in data.rglob("trace_view.json")) / 1e6
         size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) / 1e6
         tools = {"advisor": lambda out: [args.advisor, "diagnose", str(data), "-o", str(out / "report.json")]}
         if args.msprof:
@@ -58,7 +59,8 @@ def main() -> None:
                 shutil.rmtree(data / "cluster_analysis_output", ignore_errors=True)  # msprof writes into the input
             wall = statistics.median(r[0] for r in runs)
             rss = statistics.median(r[1] for r in runs)
-            print(f"| {ranks} ranks × {copies} | {size:.0f} MB | {name} | {wall:.2f} | {rss:.0f} | {runs[-1][2]} |")
+            label = f"{ranks} ranks, kernels ×{copies}, trace ×{trace_copies}"
+            print(f"| {label} | {size:.0f} MB ({trace_mb:.0f} MB) | {name} | {wall:.2f} | {rss:.0f} | {runs[-1][2]} |")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,20 @@
 """Read trace_view.json in one pass into the few columnar tables the facts need.
 
-The file is one JSON array of Chrome-trace events (often one single line of hundreds of MB). It is
-decoded once by msgspec into small typed structs holding only the fields used (every other key, the
-call stacks included, is skipped by the decoder), then split into tables by process. Processes are
-identified by their ``process_name`` metadata, never by pid values. ``ts`` is a string of µs in Ascend
-traces; it is converted to float64 (0.25 µs resolution at today's epoch, ample for durations and gaps).
+The file is one JSON array of Chrome-trace events (often a single line of hundreds of MB). msgspec first
+splits the array into raw element spans without building objects, then decodes the elements chunk by
+chunk into small typed structs holding only the fields used (every other key — call stacks, counter
+values — is skipped by the decoder). Each chunk is reduced at once to the rows the facts need and then
+dropped, so memory stays near the size of the file instead of growing with the number of events.
+
+Processes are identified by their ``process_name`` metadata, never by pid values. ``ts`` is a string of
+µs in Ascend traces; the decoder's lax mode turns it into a float64 (0.25 µs resolution at today's
+epoch, ample for durations and gaps).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
@@ -18,11 +24,16 @@ import pandas as pd
 
 from advisor.ingest.model import FileProblem
 
-HOST_PROCESSES = {"Python", "Python GC"}
+HOST_PROCESSES = ("Python", "Python GC")
 API_PROCESS = "CANN"
 DEVICE_PROCESS = "Ascend Hardware"
 OVERLAP_PROCESS = "Overlap Analysis"
 LAUNCH_FLOW = "HostToDevice"
+OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Overlapped)", "Free"})
+# Host events the facts use: step boundaries, data loading, optimizer steps, SyncBatchNorm (GC is kept by category).
+HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.step#|SyncBatchNorm", re.IGNORECASE)
+API_EVENTS = re.compile(r"AscendCL@aclopCompileAndExecute$|AscendCL@aclrtSynchronize|Node@launch$")
+CHUNK_EVENTS = 100_000
 
 
 class _Args(msgspec.Struct):
@@ -35,25 +46,40 @@ class _Event(msgspec.Struct):
     name: Union[str, None] = None
     pid: Union[int, str, None] = None
     tid: Union[int, str, None] = None
-    ts: Union[str, float, int, None] = None
-    dur: Union[float, int, None] = None
+    ts: Union[float, None] = None
+    dur: Union[float, None] = None
     cat: Union[str, None] = None
     id: Union[int, str, None] = None
     args: Union[_Args, None] = None
 
 
-_DECODER = msgspec.json.Decoder(list[_Event])
-_LENIENT = msgspec.json.Decoder(list[msgspec.Raw])
-_ONE = msgspec.json.Decoder(_Event)
+_SPLITTER = msgspec.json.Decoder(list[msgspec.Raw])
+_CHUNK = msgspec.json.Decoder(list[_Event], strict=False)  # lax: numeric strings become floats
+_ONE = msgspec.json.Decoder(_Event, strict=False)
+_INF = float("inf")
 
 
 @dataclass
 class TraceTables:
-    host: pd.DataFrame  # Python / Python GC X events: name, cat, tid, ts, dur
-    apis: pd.DataFrame  # CANN X events: name, tid, ts, dur
+    host: pd.DataFrame  # Python / Python GC X events of interest: name, cat, tid, ts, dur
+    apis: pd.DataFrame  # CANN X events of interest: name, tid, ts, dur
     device: pd.DataFrame  # Ascend Hardware X events: stream, name, task_type, ts, dur
     overlap: pd.DataFrame  # Overlap Analysis X events: lane, ts, dur
     launches: pd.DataFrame  # HostToDevice flows paired: launch_ts, device_ts
+
+
+@dataclass
+class _Rows:
+    """Candidate rows, each starting with its pid; filtered by process once all names are known."""
+
+    names: dict
+    host: list
+    apis: list
+    device: list
+    overlap: list
+    starts: dict
+    ends: dict
+    bad_times: int = 0
 
 
 def read_trace(path: Path, warnings: list[str]) -> TraceTables:
@@ -61,77 +87,78 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     data = path.read_bytes()
     if not data.strip():
         raise FileProblem("is empty")
-    events = _decode(data, warnings)
+    rows = _Rows(names={}, host=[], apis=[], device=[], overlap=[], starts={}, ends={})
+    for chunk in _chunks(data, warnings):
+        _collect(chunk, rows)
     del data
-    names = {e.pid: e.args.name for e in events if e.ph == "M" and e.name == "process_name" and e.args is not None}
-    if not names:
+    if not rows.names:
         raise FileProblem("has no process_name metadata events; it is not an Ascend trace_view.json")
-    host, apis, device, overlap = [], [], [], []
-    flow_starts: dict[object, float] = {}
-    flow_ends: dict[object, float] = {}
-    bad_times = 0
-    for event in events:
-        if event.ph == "X":
-            ts, dur = _time(event.ts), _duration(event.dur)
-            if ts is None or dur is None:
-                bad_times += 1
-                continue
-            process = names.get(event.pid)
-            if process in HOST_PROCESSES:
-                host.append((event.name or "", event.cat or ("GC" if process == "Python GC" else ""), event.tid, ts, dur))
-            elif process == API_PROCESS:
-                apis.append((event.name or "", event.tid, ts, dur))
-            elif process == DEVICE_PROCESS:
-                task_type = event.args.task_type if event.args is not None else None
-                device.append((event.tid, event.name or "", task_type, ts, dur))
-            elif process == OVERLAP_PROCESS:
-                overlap.append((event.name or "", ts, dur))
-        elif event.ph in ("s", "f") and event.cat == LAUNCH_FLOW and event.id is not None:
-            ts = _time(event.ts)
-            if ts is not None:
-                (flow_starts if event.ph == "s" else flow_ends)[event.id] = ts
-    if bad_times:
-        warnings.append(f"{bad_times} event(s) without a usable ts/dur were ignored")
-    paired = [(flow_starts[i], flow_ends[i]) for i in flow_starts.keys() & flow_ends.keys()]
+    if rows.bad_times:
+        warnings.append(f"{rows.bad_times} event(s) without a usable ts/dur were ignored")
+
+    def of(process: str, table: list) -> list:
+        pids = {pid for pid, name in rows.names.items() if name == process}
+        return [row[1:] for row in table if row[0] in pids]
+
+    paired = [(rows.starts[i], rows.ends[i]) for i in rows.starts.keys() & rows.ends.keys()]
     return TraceTables(
-        host=pd.DataFrame(host, columns=["name", "cat", "tid", "ts", "dur"]),
-        apis=pd.DataFrame(apis, columns=["name", "tid", "ts", "dur"]),
-        device=pd.DataFrame(device, columns=["stream", "name", "task_type", "ts", "dur"]),
-        overlap=pd.DataFrame(overlap, columns=["lane", "ts", "dur"]),
+        host=pd.DataFrame(of("Python", rows.host) + [(n, "GC", t, s, d) for n, _c, t, s, d in of("Python GC", rows.host)],
+                          columns=["name", "cat", "tid", "ts", "dur"]),
+        apis=pd.DataFrame(of(API_PROCESS, rows.apis), columns=["name", "tid", "ts", "dur"]),
+        device=pd.DataFrame(of(DEVICE_PROCESS, rows.device), columns=["stream", "name", "task_type", "ts", "dur"]),
+        overlap=pd.DataFrame(of(OVERLAP_PROCESS, rows.overlap), columns=["lane", "ts", "dur"]),
         launches=pd.DataFrame(sorted(paired), columns=["launch_ts", "device_ts"]),
     )
 
 
-def _decode(data: bytes, warnings: list[str]) -> list[_Event]:
+def _chunks(data: bytes, warnings: list[str]) -> Iterator[list[_Event]]:
     try:
-        return _DECODER.decode(data)
-    except msgspec.ValidationError:
-        pass  # some event has a field of an unexpected type: decode event by event, keeping the good ones
+        raws = _SPLITTER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise FileProblem(f"is not a JSON array of events ({exc})") from exc
     except msgspec.DecodeError as exc:
         raise FileProblem(f"is not a valid JSON array of events ({exc})") from exc
-    try:
-        raws = _LENIENT.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise FileProblem(f"is not a JSON array of events ({exc})") from exc
-    events, bad = [], 0
-    for raw in raws:
+    bad = 0
+    for start in range(0, len(raws), CHUNK_EVENTS):
+        part = raws[start : start + CHUNK_EVENTS]
         try:
-            events.append(_ONE.decode(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            bad += 1
+            yield _CHUNK.decode(b"[" + b",".join(part) + b"]")
+        except msgspec.ValidationError:  # some element has a field of an unexpected type: keep the good ones
+            events = []
+            for raw in part:
+                try:
+                    events.append(_ONE.decode(raw))
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    bad += 1
+            yield events
     if bad:
         warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")
-    return events
 
 
-def _time(value: object) -> float | None:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if number == number and abs(number) != float("inf") else None
+def _collect(events: list[_Event], rows: _Rows) -> None:
+    for e in events:
+        if e.ph == "X":
+            if not (_finite(e.ts) and _finite(e.dur) and e.dur >= 0):
+                rows.bad_times += 1
+                continue
+            name = e.name or ""
+            if e.args is not None and e.args.task_type is not None:
+                rows.device.append((e.pid, e.tid, name, e.args.task_type, e.ts, e.dur))
+            elif name in OVERLAP_LANES:
+                rows.overlap.append((e.pid, name, e.ts, e.dur))
+            elif API_EVENTS.match(name):
+                rows.apis.append((e.pid, name, e.tid, e.ts, e.dur))
+            elif e.cat == "GC" or HOST_EVENTS.search(name):
+                rows.host.append((e.pid, name, e.cat or "", e.tid, e.ts, e.dur))
+        elif e.ph == "M":
+            if e.name == "process_name" and e.args is not None and e.args.name is not None:
+                rows.names[e.pid] = e.args.name
+        elif e.cat == LAUNCH_FLOW and e.id is not None and _finite(e.ts):
+            if e.ph == "s":
+                rows.starts[e.id] = e.ts
+            elif e.ph == "f":
+                rows.ends[e.id] = e.ts
 
 
-def _duration(value: object) -> float | None:
-    number = _time(value)
-    return number if number is not None and number >= 0 else None
+def _finite(value: float | None) -> bool:
+    return value is not None and value == value and value not in (_INF, -_INF)
