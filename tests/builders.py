@@ -286,7 +286,12 @@ def _trace_view(spec: RankSpec) -> list[dict]:
                            "pid": cann, "tid": 2, "ts": f"{launch:.3f}"})
             events.append({"ph": "f", "bp": "e", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
                            "pid": hardware, "tid": 2, "ts": f"{begin:.3f}"})
-            complete(overlap, 0, "Computing", begin, kernel.duration_us)
+        row = next((r for r in spec.steps if r.step == step), None)
+        if row is not None:  # the lanes carry the same totals as the step's step_trace_time row
+            lanes = (("Computing", row.computing), ("Communication", row.comm_not_overlapped + row.overlapped),
+                     ("Communication(Not Overlapped)", row.comm_not_overlapped), ("Free", row.free))
+            for lane, (name, dur) in enumerate(lanes):
+                complete(overlap, lane, name, start + 10.0 * lane, dur)
     return events
 
 

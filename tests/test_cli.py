@@ -56,7 +56,7 @@ def test_fail_on_gates_ci(threshold, code):
 
 
 def test_fail_on_passes_when_nothing_reaches_the_threshold(tmp_path):
-    build_rank(tmp_path, RankSpec(omit=("step_trace_time.csv",)))  # only a low/medium profiling finding
+    build_rank(tmp_path, RankSpec(omit=("step_trace_time.csv", "trace_view.json")))  # only a profiling finding
     result = advisor("diagnose", str(tmp_path), "--fail-on", "high", "-f", "json")
     assert result.returncode == 0, result.stderr
     severities = {f["severity"] for f in json.loads(result.stdout)["findings"]}
@@ -100,7 +100,7 @@ def test_partial_profile_reports_what_it_could_and_exits_3(tmp_path):
 
 
 def test_nothing_diagnosable_exits_4_but_still_says_what_to_collect(tmp_path):
-    build_rank(tmp_path, RankSpec(omit=("step_trace_time.csv", "kernel_details.csv", "op_statistic.csv")))
+    build_rank(tmp_path, RankSpec(omit=("step_trace_time.csv", "kernel_details.csv", "op_statistic.csv", "trace_view.json")))
     result = advisor("diagnose", str(tmp_path), "-f", "md")
     assert result.returncode == 4
     assert "nothing could be diagnosed" in result.stderr

@@ -148,3 +148,28 @@ def test_rank_spreads_name_the_slow_rank():
     assert communication.spread_ratio == pytest.approx((1921.46 - 1716.99) / ((3350.92 + 3186.77) / 2))
     assert (spreads["compute"].rank, spreads["compute"].spread_us) == (1, pytest.approx(1384.64 - 1344.32))
     assert not extract_facts(load_profile(SAMPLE_SINGLE)).of(SpreadFact)  # one rank: nothing to compare
+
+
+def test_without_step_trace_time_the_breakdown_comes_from_the_overlap_lanes(tmp_path):
+    import shutil
+
+    shutil.copytree(REAL / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    (tmp_path / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv").unlink()
+    facts = extract_facts(load_profile(tmp_path))
+    (step,) = facts.of(StepFact)
+    written = _csv_rows(REAL / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")[0]
+    assert step.step == 50
+    assert step.compute_us == pytest.approx(float(written["Computing"]))
+    assert step.comm_not_overlapped_us == pytest.approx(float(written["Communication(Not Overlapped)"]))
+    assert step.free_us == pytest.approx(float(written["Free"]))
+    assert step.sources[0].startswith("rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json[Overlap Analysis")
+    assert any("comes from the Overlap Analysis lanes" in w for w in facts.warnings)
+
+
+def test_step_trace_that_disagrees_with_the_lanes_is_flagged(tmp_path):
+    rank_dir = build_rank(tmp_path, RankSpec())
+    path = rank_dir / "ASCEND_PROFILER_OUTPUT/step_trace_time.csv"
+    path.write_text(path.read_text().replace("1344.32", "2000.0"))
+    warnings = extract_facts(load_profile(tmp_path)).warnings
+    assert any("Computing differs by more than 1 % from the Overlap Analysis lanes" in w for w in warnings)
+    assert not extract_facts(load_profile(build_rank(tmp_path / "ok", RankSpec()))).warnings

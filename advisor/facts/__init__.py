@@ -10,16 +10,8 @@ from advisor.facts.cluster import rank_spreads
 from advisor.facts.communication import communication_summary, transport_summary
 from advisor.facts.context import context_fact, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
-from advisor.facts.host import dataloader_summary, host_summary, profiler_steps
-from advisor.facts.memory import (
-    MAX_TIMES_LISTED,
-    allocator_series,
-    in_windows,
-    reserved_drops,
-    reserved_unused_at_peak,
-    step_windows,
-    top_allocators,
-)
+from advisor.facts.host import dataloader_summary, host_summary
+from advisor.facts.memory import MAX_TIMES_LISTED, allocator_series, reserved_drops, reserved_unused_at_peak, top_allocators
 from advisor.facts.models import (
     FACT_FAMILIES,
     AllocationFact,
@@ -38,7 +30,15 @@ from advisor.facts.models import (
     TransportFact,
 )
 from advisor.facts.operators import compute_kernels, in_steps, operator_stats, operator_stats_from_statistic
-from advisor.facts.steps import RATIO_COLUMNS, TIME_COLUMNS, clean_step_rows, mean_step, step_breakdown
+from advisor.facts.steps import (
+    RATIO_COLUMNS,
+    TIME_COLUMNS,
+    clean_step_rows,
+    mean_step,
+    step_breakdown,
+    steps_from_overlap,
+)
+from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.ingest import Profile, RankData
 
 __all__ = [
@@ -104,11 +104,22 @@ def extract_facts(profile: Profile) -> FactSet:
 
 
 def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[StepFact]:
-    if rank.step_trace is None:
+    lanes = _steps_from_trace(rank)
+    trace_path = profile.shown(rank.output_dir / "trace_view.json")
+    if rank.step_trace is not None:
+        table, shown = rank.step_trace.frame, profile.shown(rank.step_trace.path)
+        source = f"{shown}[{_STEP_COLUMNS}]"
+        if lanes is not None and not _agree(table, lanes):
+            warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of {trace_path}")
+    elif lanes is not None:
+        table, shown = lanes, trace_path
+        source = f"{trace_path}[Overlap Analysis: Computing, Communication(Not Overlapped), Communication, Free]"
+        warnings.append(f"{profile.shown(rank.output_dir / 'step_trace_time.csv')} is missing; the step breakdown of "
+                        f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
+    else:
         return []
-    source = f"{profile.shown(rank.step_trace.path)}[{_STEP_COLUMNS}]"
-    rows, problems = clean_step_rows(rank.step_trace.frame)
-    warnings.extend(f"{profile.shown(rank.step_trace.path)}: {p}" for p in problems)
+    rows, problems = clean_step_rows(table)
+    warnings.extend(f"{shown}: {p}" for p in problems)
     facts = []
     for position, row in enumerate(step_breakdown(rows).to_dict("records")):
         step = _int_or_none(row.get("step"))
@@ -123,6 +134,22 @@ def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[S
             )
         )
     return facts
+
+
+def _steps_from_trace(rank: RankData) -> pd.DataFrame | None:
+    """Step rows rebuilt from the trace's Overlap Analysis lanes, per kernel (else ProfilerStep) window."""
+    if rank.trace is None or rank.trace.overlap.empty:
+        return None
+    windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
+    if windows.empty:
+        windows = profiler_step_windows(rank.trace.host)
+    lanes = steps_from_overlap(rank.trace.overlap, windows)
+    return lanes if not lanes.empty else None
+
+
+def _agree(step_trace: pd.DataFrame, lanes: pd.DataFrame) -> bool:
+    written, rebuilt = step_trace["computing_us"].sum(), lanes["computing_us"].sum()
+    return abs(written - rebuilt) <= 0.01 * max(written, rebuilt, 1e-9)
 
 
 def _rank_breakdown(rank: int, steps: list[StepFact]) -> BreakdownFact | None:
@@ -243,8 +270,8 @@ def _memory_facts(profile: Profile, rank: RankData) -> list[Fact]:
     if rank.memory_record is not None:
         component, series = allocator_series(rank.memory_record.frame)
         if not series.empty:
-            windows = step_windows(rank.kernels.frame) if rank.kernels is not None else step_windows(pd.DataFrame())
-            drops = in_windows(reserved_drops(series), windows)
+            windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
+            drops = inside(reserved_drops(series), windows, "timestamp_us")["timestamp_us"]
             unused, unused_ratio = reserved_unused_at_peak(series)
             records = rank.memory_record.frame
             app = records.loc[records["component"] == "APP", "reserved_mb"]
@@ -298,7 +325,7 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
     if rank.trace is None:
         return []
     trace = rank.trace
-    windows = profiler_steps(trace.host)
+    windows = profiler_step_windows(trace.host)
     path = profile.shown(rank.output_dir / "trace_view.json")
     summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows)
     step_time = breakdown.step_time_us if breakdown is not None else None

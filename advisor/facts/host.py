@@ -11,33 +11,15 @@ import re
 import numpy as np
 import pandas as pd
 
+from advisor.facts.windows import inside
+
 COMPILE_API = "AscendCL@aclopCompileAndExecute"
 SYNC_APIS = re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)")
 LAUNCH_API = "Node@launch"
-STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)
 DATALOADER = re.compile(r"dataloader", re.IGNORECASE)
 COMPUTE_TASK = re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|KERNEL_MIX_AIV|KERNEL_AICPU)$")
-
-
-def profiler_steps(host: pd.DataFrame) -> pd.DataFrame:
-    """The ProfilerStep#N windows: step, start, end (sorted, as recorded on the host)."""
-    names = host["name"].str.extract(STEP_EVENT, expand=False)
-    steps = host.loc[names.notna()].assign(step=names.dropna().astype(int))
-    steps = steps.assign(start=steps["ts"], end=steps["ts"] + steps["dur"])
-    return steps[["step", "start", "end"]].sort_values("start").reset_index(drop=True)
-
-
-def inside(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd.DataFrame:
-    """Rows whose ``column`` falls inside one of the (non-overlapping) windows; all rows without windows."""
-    if windows.empty or frame.empty:
-        return frame
-    starts, ends = windows["start"].to_numpy(), windows["end"].to_numpy()
-    times = frame[column].to_numpy()
-    slot = np.searchsorted(starts, times, side="right") - 1
-    hit = (slot >= 0) & (times <= ends[np.clip(slot, 0, None)])
-    return frame.loc[hit]
 
 
 def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, launches: pd.DataFrame,

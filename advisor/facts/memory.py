@@ -15,34 +15,9 @@ def allocator_series(records: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return component, rows.sort_values("timestamp_us", kind="stable")
 
 
-def reserved_drops(series: pd.DataFrame) -> pd.Series:
-    """Timestamps at which Total Reserved fell: the allocator gave cached blocks back to the device."""
-    fell = series["reserved_mb"].diff() < 0
-    return series.loc[fell, "timestamp_us"]
-
-
-def step_windows(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per step: the device window from the first kernel start to the last kernel end."""
-    if "start_us" not in kernels or "step" not in kernels:
-        return pd.DataFrame(columns=["step", "start_us", "end_us"])
-    rows = kernels.loc[kernels["step"].notna() & kernels["start_us"].notna()]
-    ends = rows["start_us"] + rows["duration_us"].fillna(0)
-    return (
-        rows.assign(end_us=ends)
-        .groupby("step", sort=True)
-        .agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
-        .reset_index()
-    )
-
-
-def in_windows(times: pd.Series, windows: pd.DataFrame) -> pd.Series:
-    """The times that fall inside any window (all of them when there are no windows)."""
-    if windows.empty:
-        return times
-    inside = pd.Series(False, index=times.index)
-    for start, end in zip(windows["start_us"], windows["end_us"]):
-        inside |= (times >= start) & (times <= end)
-    return times.loc[inside]
+def reserved_drops(series: pd.DataFrame) -> pd.DataFrame:
+    """The records at which Total Reserved fell: the allocator gave cached blocks back to the device."""
+    return series.loc[series["reserved_mb"].diff() < 0]
 
 
 def reserved_unused_at_peak(series: pd.DataFrame) -> tuple[float, float]:

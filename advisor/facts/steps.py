@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from advisor.facts.windows import window_of
+
 TIME_COLUMNS = (
     "compute_us",
     "comm_not_overlapped_us",
@@ -69,3 +71,25 @@ def mean_step(steps: pd.DataFrame) -> pd.Series:
     columns = [c for c in (*TIME_COLUMNS, "step_time_us") if c in steps and steps[c].notna().any()]
     mean = steps[columns].mean().to_frame().T
     return with_ratios(mean).iloc[0]
+
+
+_LANES = {
+    "Computing": "computing_us",
+    "Communication(Not Overlapped)": "comm_not_overlapped_us",
+    "Communication": "communication_us",
+    "Free": "free_us",
+}
+
+
+def steps_from_overlap(overlap: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """step_trace_time rows rebuilt from trace_view's Overlap Analysis lanes, as torch_npu computes them:
+    per step window, the summed duration of each lane's events that start in it (one row without windows)."""
+    lanes = overlap.loc[overlap["lane"].isin(_LANES)]
+    step = window_of(lanes, windows) if not windows.empty else pd.Series(-1, index=lanes.index)
+    sums = lanes.assign(step=step).dropna(subset=["step"]).pivot_table(
+        index="step", columns="lane", values="dur", aggfunc="sum", fill_value=0.0
+    )
+    frame = sums.rename(columns=_LANES).reindex(columns=list(_LANES.values()), fill_value=0.0).reset_index()
+    frame["overlapped_us"] = (frame["communication_us"] - frame["comm_not_overlapped_us"]).clip(lower=0)
+    frame["step"] = frame["step"].map(lambda s: "" if s == -1 else str(int(s))).astype("str")
+    return frame

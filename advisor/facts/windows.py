@@ -1,0 +1,51 @@
+"""Step time windows, and selecting what happened inside them (pure functions over DataFrames)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
+WINDOW_COLUMNS = ["step", "start", "end"]
+
+
+def kernel_step_windows(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per step (kernel_details Step Id): the device window from the first kernel start to the last kernel end."""
+    if "start_us" not in kernels or "step" not in kernels:
+        return pd.DataFrame(columns=WINDOW_COLUMNS)
+    rows = kernels.loc[kernels["step"].notna() & kernels["start_us"].notna()]
+    rows = rows.assign(step=pd.to_numeric(rows["step"], errors="coerce"), end=rows["start_us"] + rows["duration_us"].fillna(0))
+    windows = rows.dropna(subset=["step"]).groupby("step", sort=True).agg(start=("start_us", "min"), end=("end", "max"))
+    return windows.reset_index().astype({"step": int})[WINDOW_COLUMNS]
+
+
+def profiler_step_windows(host: pd.DataFrame) -> pd.DataFrame:
+    """The host ProfilerStep#N windows of trace_view.json."""
+    numbers = host["name"].str.extract(STEP_EVENT, expand=False)
+    steps = host.loc[numbers.notna()]
+    windows = pd.DataFrame({"step": numbers.dropna().astype(int), "start": steps["ts"], "end": steps["ts"] + steps["dur"]})
+    return windows.sort_values("start").reset_index(drop=True)[WINDOW_COLUMNS]
+
+
+def inside(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd.DataFrame:
+    """Rows whose ``column`` falls inside one of the (non-overlapping) windows; all rows when there are none."""
+    if windows.empty or frame.empty:
+        return frame
+    ordered = windows.sort_values("start")
+    starts, ends = ordered["start"].to_numpy(), ordered["end"].to_numpy()
+    times = frame[column].to_numpy()
+    slot = np.searchsorted(starts, times, side="right") - 1
+    hit = (slot >= 0) & (times <= ends[np.clip(slot, 0, None)])
+    return frame.loc[hit]
+
+
+def window_of(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd.Series:
+    """The step number of the window each row falls in (NaN outside every window)."""
+    ordered = windows.sort_values("start")
+    starts, ends, steps = ordered["start"].to_numpy(), ordered["end"].to_numpy(), ordered["step"].to_numpy()
+    times = frame[column].to_numpy()
+    slot = np.clip(np.searchsorted(starts, times, side="right") - 1, 0, None)
+    hit = (times >= starts[slot]) & (times <= ends[slot]) if len(starts) else np.zeros(len(times), bool)
+    return pd.Series(np.where(hit, steps[slot] if len(steps) else np.nan, np.nan), index=frame.index)
