@@ -20,6 +20,7 @@ from rich.console import Console
 from advisor import errors
 from advisor.diagnose import diagnose
 from advisor.report import Report
+from advisor.usercontext import UserContext, build_context
 from advisor.version import VERSION
 
 app = typer.Typer(
@@ -81,12 +82,16 @@ def diagnose_command(
     fail_on: Annotated[
         Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or higher exists.")
     ] = None,
+    env: Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE of the job's environment (repeatable).")] = None,
+    env_file: Annotated[Optional[list[Path]], typer.Option("--env-file", help="A file of KEY=VALUE lines (repeatable).")] = None,
+    context: Annotated[Optional[Path], typer.Option("--context", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
 ) -> None:
     """Diagnose a profile and print or write the action plan."""
     with _guard(debug):
         fmt = _resolve_format(output_format, output)
-        report = _run_with_progress(path, (lang.value if lang else _locale_language()))
+        user = build_context(env or [], env_file or [], context)
+        report = _run_with_progress(path, (lang.value if lang else _locale_language()), user)
         _write(report, fmt, output)
         raise typer.Exit(_exit_code(report, fail_on))
 
@@ -97,6 +102,9 @@ def facts_command(
     list_families: Annotated[bool, typer.Option("--list", help="Document every fact family and field.")] = False,
     family: Annotated[Optional[str], typer.Option("--family", help="Only this fact family.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+    env: Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE of the job's environment (repeatable).")] = None,
+    env_file: Annotated[Optional[list[Path]], typer.Option("--env-file", help="A file of KEY=VALUE lines (repeatable).")] = None,
+    context: Annotated[Optional[Path], typer.Option("--context", help="YAML of model settings.")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
 ) -> None:
     """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against."""
@@ -110,7 +118,7 @@ def facts_command(
         elif path is None:
             raise errors.InputError("give a profile PATH, or --list for the catalogue")
         else:
-            _print_facts(path, family, as_json)
+            _print_facts(path, family, as_json, build_context(env or [], env_file or [], context))
 
 
 def _print_catalogue(family: str | None) -> None:
@@ -128,10 +136,10 @@ def _print_catalogue(family: str | None) -> None:
         typer.echo("")
 
 
-def _print_facts(path: Path, family: str | None, as_json: bool) -> None:
+def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext) -> None:
     import json
 
-    report = _run_with_progress(path, "en")
+    report = _run_with_progress(path, "en", user)
     facts = [f for f in report.facts if family in (None, f["type"])]
     if as_json:
         sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
@@ -140,7 +148,7 @@ def _print_facts(path: Path, family: str | None, as_json: bool) -> None:
         typer.echo(f"{fact['type']} {fact['id']}")
         for key, value in fact.items():
             if key not in ("type", "id", "sources") and value not in (None, []):
-                typer.echo(f"    {key}: {value}")
+                typer.echo(f"    {key}: {json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value}")
         typer.echo(f"    sources: {'; '.join(fact['sources'])}")
     for skipped in report.coverage.skipped:
         _note(f"skipped {skipped.file}: {skipped.reason}", level="warning")
@@ -175,12 +183,12 @@ def main() -> None:
     app()
 
 
-def _run_with_progress(path: Path, lang: str) -> Report:
+def _run_with_progress(path: Path, lang: str, user: UserContext) -> Report:
     stderr = Console(stderr=True)
     if stderr.is_terminal:
         with stderr.status(f"Diagnosing {path} …"):
-            return diagnose(path, lang=lang)
-    return diagnose(path, lang=lang)
+            return diagnose(path, lang=lang, context=user)
+    return diagnose(path, lang=lang, context=user)
 
 
 def _resolve_format(fmt: OutputFormat | None, output: Path | None) -> OutputFormat:

@@ -12,6 +12,7 @@ from advisor.plan import plan_findings, summarize
 from advisor.report import CoverageInfo, InputInfo, Report, SkippedFile, ToolInfo
 from advisor.rulebook import RuleBook, load_rulebook
 from advisor.text import Lang
+from advisor.usercontext import UserContext
 from advisor.version import VERSION
 
 
@@ -33,8 +34,10 @@ def engine_for(book: RuleBook) -> RuleEngine:
     return cached[1]
 
 
-def diagnose(path: str | Path, *, lang: Lang = "en", rulebook: RuleBook | None = None) -> Report:
-    """Diagnose the profile at ``path``.
+def diagnose(
+    path: str | Path, *, lang: Lang = "en", rulebook: RuleBook | None = None, context: UserContext | None = None
+) -> Report:
+    """Diagnose the profile at ``path`` (with what the user told in ``context``: env vars, model settings).
 
     Raises InputError when ``path`` holds no profile. A profile whose files are partly unusable still
     gives a report: ``status`` is 'partial' (files skipped) or 'empty' (no step or operator data), and
@@ -42,7 +45,7 @@ def diagnose(path: str | Path, *, lang: Lang = "en", rulebook: RuleBook | None =
     """
     book = rulebook or default_rulebook()
     profile = load_profile(Path(path))
-    facts = extract_facts(profile)
+    facts = extract_facts(profile, context)
     firings = engine_for(book).run(facts.facts)
     derived = [fact for firing in firings for fact in firing.derived]
     all_facts = facts.facts + derived

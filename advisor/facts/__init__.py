@@ -24,6 +24,7 @@ from advisor.facts.models import (
     Fact,
     HostFact,
     MemoryFact,
+    ModelFact,
     OperatorFact,
     SpreadFact,
     StepFact,
@@ -40,6 +41,7 @@ from advisor.facts.steps import (
 )
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.ingest import Profile, RankData
+from advisor.usercontext import UserContext
 
 __all__ = [
     "FACT_FAMILIES",
@@ -54,6 +56,7 @@ __all__ = [
     "FactSet",
     "HostFact",
     "MemoryFact",
+    "ModelFact",
     "OperatorFact",
     "SpreadFact",
     "StepFact",
@@ -77,8 +80,8 @@ class FactSet:
         return [f for f in self.facts if isinstance(f, family)]
 
 
-def extract_facts(profile: Profile) -> FactSet:
-    """Compute every fact family this version knows from the profile's tables."""
+def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
+    """Compute every fact family this version knows from the profile's tables and what the user told."""
     out = FactSet()
     rank_breakdowns: list[BreakdownFact] = []
     step_numbers: set[int] = set()
@@ -99,7 +102,9 @@ def extract_facts(profile: Profile) -> FactSet:
         out.facts.append(_profile_breakdown(rank_breakdowns))
     if len(rank_breakdowns) >= 2:
         out.facts.extend(_spread_facts(rank_breakdowns))
-    out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile)]
+    out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile, user)]
+    if user is not None and user.model is not None:
+        out.facts.insert(1, ModelFact(id="model", sources=[user.model_source], **user.model.model_dump()))
     return out
 
 
@@ -342,19 +347,21 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
     return facts
 
 
-def _environment_facts(profile: Profile) -> list[EnvironmentFact]:
-    """ENV_VARIABLES of the first rank that recorded them (the profiler writes the same set on every rank)."""
+def _environment_facts(profile: Profile, user: UserContext | None) -> list[EnvironmentFact]:
+    """ENV_VARIABLES of the first rank that recorded them (the same set on every rank), then the user's, which win."""
+    values: dict[str, tuple[str, str]] = {}
     for rank in profile.ranks:
         variables = rank.metadata.get("ENV_VARIABLES")
         if isinstance(variables, dict) and variables:
             source = f"{profile.shown(rank.path / 'profiler_metadata.json')}[ENV_VARIABLES]"
-            return [
-                EnvironmentFact(id=f"environment:{name}", sources=[source], name=str(name), value=str(value),
-                                is_set=bool(str(value).strip()))
-                for name, value in sorted(variables.items())
-                if isinstance(value, (str, int, float))
-            ]
-    return []
+            values = {str(k): (str(v), source) for k, v in variables.items() if isinstance(v, (str, int, float))}
+            break
+    if user is not None:
+        values.update(user.env)
+    return [
+        EnvironmentFact(id=f"environment:{name}", sources=[source], name=name, value=value, is_set=bool(value.strip()))
+        for name, (value, source) in sorted(values.items())
+    ]
 
 
 def _distinct_steps(kernels: pd.DataFrame) -> int:

@@ -12,6 +12,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.usercontext import ModelSettings
+
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 Micros = Annotated[float, Field(ge=0.0)]
 BottleneckKind = Literal["compute", "communication", "host", "io", "memory", "balanced"]
@@ -196,10 +198,10 @@ class AllocationFact(Fact):
 
 
 class EnvironmentFact(Fact):
-    """An environment variable of the profiled process (profiler_metadata.json ENV_VARIABLES)."""
+    """An environment variable of the profiled process: recorded by the profiler, or given with --env/--env-file."""
 
     family: ClassVar[str] = "environment"
-    source: ClassVar[str] = "profiler_metadata.json: ENV_VARIABLES"
+    source: ClassVar[str] = "profiler_metadata.json: ENV_VARIABLES (nine variables); --env KEY=VALUE and --env-file (any)"
 
     name: str = Field(description="Variable name, verbatim.")
     value: str = Field(description="Its value, verbatim ('' when unset).")
@@ -273,6 +275,13 @@ class SpreadFact(Fact):
     ranks: int = Field(ge=2, description="Number of ranks compared.")
 
 
+class ModelFact(Fact, ModelSettings):
+    """Model and parallel settings the user gave with --context (the profile does not record them)."""
+
+    family: ClassVar[str] = "model"
+    source: ClassVar[str] = "--context FILE.yaml"
+
+
 class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
 
@@ -301,6 +310,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         HostFact,
         DataLoaderFact,
         SpreadFact,
+        ModelFact,
         BottleneckFact,
     )
 }

@@ -1,0 +1,118 @@
+"""What the user tells advisor that the profile does not record: environment variables and model settings.
+
+The profiler records only nine environment variables (profiler_metadata.json); TASK_QUEUE_ENABLE,
+CPU_AFFINITY_CONF, HCCL_BUFFSIZE and the model's shape are not in the profile. They come from
+``--env KEY=VALUE`` (repeatable), ``--env-file FILE`` (KEY=VALUE lines, ``export`` and quotes allowed)
+and ``--context FILE.yaml`` (model settings), and become ``environment`` and ``model`` facts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from advisor.errors import InputError
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAX_FILE_BYTES = 1 << 20
+
+
+class ModelSettings(BaseModel):
+    """Model and parallel settings from ``--context``; every field is optional."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    micro_batch_size: int | None = Field(None, ge=1, description="Samples per micro-batch per rank.")
+    global_batch_size: int | None = Field(None, ge=1, description="Samples per optimizer step over all ranks.")
+    sequence_length: int | None = Field(None, ge=1, description="Tokens per sample.")
+    hidden_size: int | None = Field(None, ge=1, description="Model hidden size.")
+    num_layers: int | None = Field(None, ge=1, description="Transformer layers.")
+    dtype: Literal["fp32", "fp16", "bf16"] | None = Field(None, description="Training precision.")
+    tensor_parallel: int | None = Field(None, ge=1, description="TP degree.")
+    pipeline_parallel: int | None = Field(None, ge=1, description="PP degree.")
+    data_parallel: int | None = Field(None, ge=1, description="DP degree.")
+    context_parallel: int | None = Field(None, ge=1, description="CP degree.")
+    expert_parallel: int | None = Field(None, ge=1, description="EP degree.")
+    cards_per_node: int | None = Field(None, ge=1, description="NPUs per server.")
+    device_memory_gb: float | None = Field(None, gt=0, description="Memory per device, GB.")
+
+
+@dataclass
+class UserContext:
+    """Environment variables (name → (value, where it came from)) and model settings given by the user."""
+
+    env: dict[str, tuple[str, str]] = field(default_factory=dict)
+    model: ModelSettings | None = None
+    model_source: str = ""
+
+
+def build_context(env_pairs: list[str], env_files: list[Path], context_file: Path | None) -> UserContext:
+    """Parse the command-line inputs; raise InputError naming the bad pair, file or line."""
+    context = UserContext()
+    for path in env_files:
+        for name, value in _read_env_file(path).items():
+            context.env[name] = (value, str(path))
+    for pair in env_pairs:
+        name, value = _split_pair(pair, "--env")
+        context.env[name] = (value, "--env")
+    if context_file is not None:
+        context.model = _read_settings(context_file)
+        context.model_source = str(context_file)
+    return context
+
+
+def _split_pair(text: str, where: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not _NAME.match(name):
+        raise InputError(f"{where}: {text!r} is not KEY=VALUE with a valid variable name")
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return name, value
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    text = _read_text(path)
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):]
+        name, value = _split_pair(line, f"{path}:{number}")
+        values[name] = value
+    return values
+
+
+def _read_settings(path: Path) -> ModelSettings:
+    text = _read_text(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"{path}:{mark.line + 1 if mark else 1}: invalid YAML ({getattr(exc, 'problem', exc)})") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of model settings (micro_batch_size: 4, …)")
+    try:
+        return ModelSettings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InputError(f"{path}: {problems}") from exc
+
+
+def _read_text(path: Path) -> str:
+    try:
+        if path.stat().st_size > _MAX_FILE_BYTES:
+            raise InputError(f"{path}: larger than 1 MiB; not a settings file")
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot be read ({exc})") from exc
