@@ -81,7 +81,8 @@ def test_quiet_host_on_the_synthetic_sample():
     [
         (b"", "is empty"),
         (b"[{\"ph\": \"X\"", "is not a valid JSON array of events"),
-        (b"{\"traceEvents\": []}", "is not a JSON array of events (Expected `array`, got `object`)"),
+        (b"{\"traceEvents\": []}", "is not a JSON array of events (the file holds an object)"),
+        (b"   \n ", "is empty"),
         (b"[{\"ph\": \"X\", \"name\": \"a\", \"ts\": \"1\", \"dur\": 1}]", "has no process_name metadata"),
     ],
 )
@@ -103,3 +104,21 @@ def test_events_of_unexpected_types_are_dropped_one_by_one(tmp_path):
     assert any("2 event(s) with fields of unexpected types were ignored" in w for w in profile.coverage.warnings)
     (host,) = extract_facts(profile).of(HostFact)
     assert host.compile_calls_per_step == 2
+
+
+def test_block_reading_gives_the_same_tables_as_one_read(tmp_path, monkeypatch):
+    """Events whose strings contain "}, {" and blocks far smaller than one event must not change anything."""
+    from advisor.ingest import trace
+
+    rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2, syncs_per_step=3))
+    events = json.loads((rank_dir / TRACE).read_text())
+    events.insert(5, {"ph": "X", "name": 'odd"}, {"name' + "x" * 3000, "pid": 1, "tid": 1, "ts": "1", "dur": 1})
+    events.insert(9, {"ph": "C", "name": "}, {", "pid": 1, "ts": "2", "args": {"v": "},{" * 50}})
+    (rank_dir / TRACE).write_text(json.dumps(events))
+    whole = trace.read_trace(rank_dir / TRACE, [])
+    monkeypatch.setattr(trace, "BLOCK_BYTES", 700)
+    monkeypatch.setattr(trace, "_TAIL_BYTES", 50)
+    blocked = trace.read_trace(rank_dir / TRACE, [])
+    for table in ("host", "apis", "device", "overlap", "launches"):
+        assert getattr(blocked, table).equals(getattr(whole, table)), table
+    assert len(whole.apis) == 2 * (2 + 3) + 2 * 4  # compilations + synchronisations + one launch per kernel, 2 steps

@@ -1,10 +1,11 @@
 """Read trace_view.json in one pass into the few columnar tables the facts need.
 
-The file is one JSON array of Chrome-trace events (often a single line of hundreds of MB). msgspec first
-splits the array into raw element spans without building objects, then decodes the elements chunk by
-chunk into small typed structs holding only the fields used (every other key — call stacks, counter
-values — is skipped by the decoder). Each chunk is reduced at once to the rows the facts need and then
-dropped, so memory stays near the size of the file instead of growing with the number of events.
+The file is one JSON array of Chrome-trace events (often a single line of hundreds of MB). It is read in
+blocks of a few MB; each block is cut after the last complete event (a ``}`` followed by ``,`` whose
+prefix decodes as a JSON array — a cut inside a string never does), decoded by msgspec into small typed
+structs holding only the fields used (every other key — call stacks, counter values — is skipped by the
+decoder), reduced at once to the rows the facts need, and dropped. Memory therefore stays at a few
+blocks however large the file is.
 
 Processes are identified by their ``process_name`` metadata, never by pid values. ``ts`` is a string of
 µs in Ascend traces; the decoder's lax mode turns it into a float64 (0.25 µs resolution at today's
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
@@ -33,7 +34,9 @@ OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Over
 # Host events the facts use: step boundaries, data loading, optimizer steps, SyncBatchNorm (GC is kept by category).
 HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.step#|SyncBatchNorm", re.IGNORECASE)
 API_EVENTS = re.compile(r"AscendCL@aclopCompileAndExecute$|AscendCL@aclrtSynchronize|Node@launch$")
-CHUNK_EVENTS = 100_000
+BLOCK_BYTES = 16 << 20
+_TAIL_BYTES = 64 << 10
+_EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 
 
 class _Args(msgspec.Struct):
@@ -54,9 +57,8 @@ class _Event(msgspec.Struct):
 
 
 _SPLITTER = msgspec.json.Decoder(list[msgspec.Raw])
-_CHUNK = msgspec.json.Decoder(list[_Event], strict=False)  # lax: numeric strings become floats
+_BLOCK = msgspec.json.Decoder(list[_Event], strict=False)  # lax: numeric strings become floats
 _ONE = msgspec.json.Decoder(_Event, strict=False)
-_INF = float("inf")
 
 
 @dataclass
@@ -72,25 +74,26 @@ class TraceTables:
 class _Rows:
     """Candidate rows, each starting with its pid; filtered by process once all names are known."""
 
-    names: dict
-    host: list
-    apis: list
-    device: list
-    overlap: list
-    starts: dict
-    ends: dict
+    names: dict = field(default_factory=dict)
+    host: list = field(default_factory=list)
+    apis: list = field(default_factory=list)
+    device: list = field(default_factory=list)
+    overlap: list = field(default_factory=list)
+    starts: dict = field(default_factory=dict)
+    ends: dict = field(default_factory=dict)
     bad_times: int = 0
 
 
 def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     """Decode ``path`` and split it into tables; raise FileProblem when it is not a trace at all."""
-    data = path.read_bytes()
-    if not data.strip():
-        raise FileProblem("is empty")
-    rows = _Rows(names={}, host=[], apis=[], device=[], overlap=[], starts={}, ends={})
-    for chunk in _chunks(data, warnings):
-        _collect(chunk, rows)
-    del data
+    rows = _Rows()
+    bad = 0
+    with path.open("rb") as handle:
+        for events, dropped in _blocks(handle):
+            _collect(events, rows)
+            bad += dropped
+    if bad:
+        warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")
     if not rows.names:
         raise FileProblem("has no process_name metadata events; it is not an Ascend trace_view.json")
     if rows.bad_times:
@@ -100,10 +103,10 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
         pids = {pid for pid, name in rows.names.items() if name == process}
         return [row[1:] for row in table if row[0] in pids]
 
+    gc = [(name, "GC", tid, ts, dur) for name, _cat, tid, ts, dur in of("Python GC", rows.host)]
     paired = [(rows.starts[i], rows.ends[i]) for i in rows.starts.keys() & rows.ends.keys()]
     return TraceTables(
-        host=pd.DataFrame(of("Python", rows.host) + [(n, "GC", t, s, d) for n, _c, t, s, d in of("Python GC", rows.host)],
-                          columns=["name", "cat", "tid", "ts", "dur"]),
+        host=pd.DataFrame(of("Python", rows.host) + gc, columns=["name", "cat", "tid", "ts", "dur"]),
         apis=pd.DataFrame(of(API_PROCESS, rows.apis), columns=["name", "tid", "ts", "dur"]),
         device=pd.DataFrame(of(DEVICE_PROCESS, rows.device), columns=["stream", "name", "task_type", "ts", "dur"]),
         overlap=pd.DataFrame(of(OVERLAP_PROCESS, rows.overlap), columns=["lane", "ts", "dur"]),
@@ -111,54 +114,104 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     )
 
 
-def _chunks(data: bytes, warnings: list[str]) -> Iterator[list[_Event]]:
-    try:
-        raws = _SPLITTER.decode(data)
-    except msgspec.ValidationError as exc:
-        raise FileProblem(f"is not a JSON array of events ({exc})") from exc
-    except msgspec.DecodeError as exc:
-        raise FileProblem(f"is not a valid JSON array of events ({exc})") from exc
-    bad = 0
-    for start in range(0, len(raws), CHUNK_EVENTS):
-        part = raws[start : start + CHUNK_EVENTS]
-        try:
-            yield _CHUNK.decode(b"[" + b",".join(part) + b"]")
-        except msgspec.ValidationError:  # some element has a field of an unexpected type: keep the good ones
-            events = []
-            for raw in part:
-                try:
-                    events.append(_ONE.decode(raw))
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    bad += 1
-            yield events
-    if bad:
-        warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")
-
-
 def _collect(events: list[_Event], rows: _Rows) -> None:
+    """Keep the rows the facts use from one block of events (``x - x == 0`` rejects NaN and ±inf)."""
     for e in events:
-        if e.ph == "X":
-            if not (_finite(e.ts) and _finite(e.dur) and e.dur >= 0):
+        ph = e.ph
+        if ph == "X":
+            ts, dur = e.ts, e.dur
+            if ts is None or dur is None or dur < 0 or ts - ts != 0 or dur - dur != 0:
                 rows.bad_times += 1
                 continue
             name = e.name or ""
-            if e.args is not None and e.args.task_type is not None:
-                rows.device.append((e.pid, e.tid, name, e.args.task_type, e.ts, e.dur))
+            args = e.args
+            if args is not None and args.task_type is not None:
+                rows.device.append((e.pid, e.tid, name, args.task_type, ts, dur))
             elif name in OVERLAP_LANES:
-                rows.overlap.append((e.pid, name, e.ts, e.dur))
+                rows.overlap.append((e.pid, name, ts, dur))
             elif API_EVENTS.match(name):
-                rows.apis.append((e.pid, name, e.tid, e.ts, e.dur))
+                rows.apis.append((e.pid, name, e.tid, ts, dur))
             elif e.cat == "GC" or HOST_EVENTS.search(name):
-                rows.host.append((e.pid, name, e.cat or "", e.tid, e.ts, e.dur))
-        elif e.ph == "M":
+                rows.host.append((e.pid, name, e.cat or "", e.tid, ts, dur))
+        elif ph == "M":
             if e.name == "process_name" and e.args is not None and e.args.name is not None:
                 rows.names[e.pid] = e.args.name
-        elif e.cat == LAUNCH_FLOW and e.id is not None and _finite(e.ts):
-            if e.ph == "s":
+        elif e.cat == LAUNCH_FLOW and e.id is not None and e.ts is not None and e.ts - e.ts == 0:
+            if ph == "s":
                 rows.starts[e.id] = e.ts
-            elif e.ph == "f":
+            elif ph == "f":
                 rows.ends[e.id] = e.ts
 
 
-def _finite(value: float | None) -> bool:
-    return value is not None and value == value and value not in (_INF, -_INF)
+def _blocks(handle) -> Iterator[tuple[list[_Event], int]]:
+    """Yield (events, events dropped for bad field types) block by block."""
+    head = handle.read(BLOCK_BYTES).lstrip()
+    if not head:
+        raise FileProblem("is empty")
+    if not head.startswith(b"["):
+        kind = "an object" if head.startswith(b"{") else "not JSON"
+        raise FileProblem(f"is not a JSON array of events (the file holds {kind})")
+    pending = head[1:]
+    while True:
+        more = handle.read(BLOCK_BYTES)
+        if not more:
+            break
+        pending += more
+        candidates = _last_boundary(pending)
+        if candidates is None:
+            continue  # one event larger than the buffer: read on
+        decoded = _decode_prefix(pending, candidates)
+        if decoded is not None:
+            events, dropped, rest = decoded
+            yield events, dropped
+            pending = pending[rest:]
+    tail = pending.rstrip()
+    if not tail.endswith(b"]"):
+        raise FileProblem("is not a valid JSON array of events (it is truncated: no closing ']')")
+    yield _decode_lenient(b"[" + tail)
+
+
+def _last_boundary(buffer: bytes) -> list[int] | None:
+    """Positions just after the '}' of the last few "}, {" in the buffer, last first."""
+    span = _TAIL_BYTES
+    while True:
+        start = max(len(buffer) - span, 0)
+        ends = [m.start() + 1 for m in _EVENT_GAP.finditer(buffer, start)]
+        if ends or start == 0:
+            return ends[::-1][:8] or None
+        span *= 8
+
+
+def _decode_prefix(buffer: bytes, candidates: list[int]) -> tuple[list[_Event], int, int] | None:
+    """Decode the buffer up to the last candidate that ends a complete event: (events, dropped, rest start)."""
+    for end in candidates[:8]:
+        prefix = b"[" + buffer[:end] + b"]"
+        try:
+            return _BLOCK.decode(prefix), 0, buffer.index(b"{", end)
+        except msgspec.ValidationError:
+            events, dropped = _decode_lenient(prefix)
+            return events, dropped, buffer.index(b"{", end)
+        except msgspec.DecodeError:
+            continue  # the candidate was inside a string: try the one before
+    return None
+
+
+def _decode_lenient(array: bytes) -> tuple[list[_Event], int]:
+    """Decode an array of events, dropping the ones whose fields have unexpected types."""
+    try:
+        return _BLOCK.decode(array), 0
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError as exc:
+        raise FileProblem(f"is not a valid JSON array of events ({exc})") from exc
+    try:
+        raws = _SPLITTER.decode(array)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise FileProblem(f"is not a valid JSON array of events ({exc})") from exc
+    events, bad = [], 0
+    for raw in raws:
+        try:
+            events.append(_ONE.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            bad += 1
+    return events, bad
