@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import BaseModel, Field
 
 from advisor.ingest.paths import display_path
+
+if TYPE_CHECKING:  # trace.py imports FileProblem from here
+    from advisor.ingest.trace import TraceTables
 
 
 class FileProblem(Exception):
@@ -70,7 +73,7 @@ class RankData:
     memory_record: CsvTable | None = None
     operator_memory: CsvTable | None = None
     module_memory: CsvTable | None = None
-    trace: Any = None  # TraceTables (advisor.ingest.trace) when trace_view.json was read
+    trace: TraceTables | None = None
 
 
 @dataclass
