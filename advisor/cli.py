@@ -56,6 +56,14 @@ _SUFFIX_FORMATS = {".md": OutputFormat.md, ".markdown": OutputFormat.md, ".html"
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
+EnvOption = Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE of the job's environment (repeatable).")]
+EnvFileOption = Annotated[Optional[list[Path]], typer.Option("--env-file", help="A file of KEY=VALUE lines (repeatable).")]
+ContextOption = Annotated[
+    Optional[Path], typer.Option("--context", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")
+]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")]
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"advisor {VERSION}")
@@ -82,10 +90,10 @@ def diagnose_command(
     fail_on: Annotated[
         Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or higher exists.")
     ] = None,
-    env: Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE of the job's environment (repeatable).")] = None,
-    env_file: Annotated[Optional[list[Path]], typer.Option("--env-file", help="A file of KEY=VALUE lines (repeatable).")] = None,
-    context: Annotated[Optional[Path], typer.Option("--context", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Diagnose a profile and print or write the action plan."""
     with _guard(debug):
@@ -102,10 +110,10 @@ def facts_command(
     list_families: Annotated[bool, typer.Option("--list", help="Document every fact family and field.")] = False,
     family: Annotated[Optional[str], typer.Option("--family", help="Only this fact family.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
-    env: Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE of the job's environment (repeatable).")] = None,
-    env_file: Annotated[Optional[list[Path]], typer.Option("--env-file", help="A file of KEY=VALUE lines (repeatable).")] = None,
-    context: Annotated[Optional[Path], typer.Option("--context", help="YAML of model settings.")] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against."""
     from advisor.facts import FACT_FAMILIES

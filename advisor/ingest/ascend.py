@@ -101,23 +101,23 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
 
     info_files = sorted(rank_dir.glob("profiler_info*.json"))
     if info_files:
-        data.profiler_info = reader.read(info_files[0], _read_json_object) or {}
+        data.profiler_info = reader.read(info_files[0], _json_object) or {}
     else:
         coverage.missing.append(display_path(rank_dir / "profiler_info_<rank>.json", base))
-    data.metadata = reader.read(rank_dir / "profiler_metadata.json", _read_json_object) or {}
+    data.metadata = reader.read(rank_dir / "profiler_metadata.json", _json_object) or {}
     device_info_file = _device_info_file(rank_dir)
     if device_info_file is not None:
-        data.device_info = reader.read(device_info_file, _read_json_object) or {}
+        data.device_info = reader.read(device_info_file, _json_object) or {}
         data.device_id = _as_int(device_info_file.name.rsplit(".", 1)[-1])
 
-    data.step_trace = reader.read(output_dir / "step_trace_time.csv", _csv(STEP_TRACE_COLUMNS, coverage, base))
-    data.kernels = reader.read(output_dir / "kernel_details.csv", _csv(KERNEL_COLUMNS, coverage, base))
-    data.op_statistic = reader.read(output_dir / "op_statistic.csv", _csv(OP_STATISTIC_COLUMNS, coverage, base))
-    data.communication = reader.read(output_dir / "communication.json", _communication(coverage, base))
-    data.memory_record = reader.read(output_dir / "memory_record.csv", _csv(MEMORY_RECORD_COLUMNS, coverage, base))
-    data.operator_memory = reader.read(output_dir / "operator_memory.csv", _csv(OPERATOR_MEMORY_COLUMNS, coverage, base))
-    data.module_memory = reader.read(output_dir / "npu_module_mem.csv", _csv(MODULE_MEMORY_COLUMNS, coverage, base))
-    data.trace = reader.read(output_dir / "trace_view.json", _trace(coverage, base))
+    data.step_trace = reader.read(output_dir / "step_trace_time.csv", _csv(STEP_TRACE_COLUMNS))
+    data.kernels = reader.read(output_dir / "kernel_details.csv", _csv(KERNEL_COLUMNS))
+    data.op_statistic = reader.read(output_dir / "op_statistic.csv", _csv(OP_STATISTIC_COLUMNS))
+    data.communication = reader.read(output_dir / "communication.json", _communication)
+    data.memory_record = reader.read(output_dir / "memory_record.csv", _csv(MEMORY_RECORD_COLUMNS))
+    data.operator_memory = reader.read(output_dir / "operator_memory.csv", _csv(OPERATOR_MEMORY_COLUMNS))
+    data.module_memory = reader.read(output_dir / "npu_module_mem.csv", _csv(MODULE_MEMORY_COLUMNS))
+    data.trace = reader.read(output_dir / "trace_view.json", read_trace)
     if data.device_id is None:
         data.device_id = _first_device_id(data.step_trace, data.kernels)
     return data
@@ -130,7 +130,8 @@ class _Reader:
         self.base = base
         self.coverage = coverage
 
-    def read(self, path: Path, parse: Callable[[Path], T]) -> T | None:
+    def read(self, path: Path, parse: Callable[[Path, list[str]], T]) -> T | None:
+        """Parse ``path``; problems that do not stop the parse become coverage warnings naming the file."""
         shown = display_path(path, self.base)
         if not path.exists():
             self.coverage.missing.append(shown)
@@ -138,8 +139,9 @@ class _Reader:
         if not path.is_file():
             self.coverage.skip(shown, "is not a regular file")
             return None
+        warnings: list[str] = []
         try:
-            result = parse(path)
+            result = parse(path, warnings)
         except FileProblem as exc:
             self.coverage.skip(shown, str(exc))
             return None
@@ -150,38 +152,20 @@ class _Reader:
             self.coverage.skip(shown, f"cannot be read ({exc.strerror or exc})")
             return None
         self.coverage.read.append(shown)
+        self.coverage.warnings.extend(f"{shown}: {w}" for w in warnings)
         return result
 
 
-def _csv(columns: tuple[Column, ...], coverage: Coverage, base: Path) -> Callable[[Path], CsvTable]:
-    def parse(path: Path) -> CsvTable:
-        row_warnings: list[str] = []
-        table = read_csv_table(path, columns, row_warnings)
-        shown = display_path(path, base)
-        coverage.warnings.extend(f"{shown}: {w}" for w in row_warnings)
-        return table
-
-    return parse
+def _csv(columns: tuple[Column, ...]) -> Callable[[Path, list[str]], CsvTable]:
+    return lambda path, warnings: read_csv_table(path, columns, warnings)
 
 
-def _communication(coverage: Coverage, base: Path) -> Callable[[Path], CommunicationTables]:
-    def parse(path: Path) -> CommunicationTables:
-        problems: list[str] = []
-        tables = parse_communication(_read_json_object(path, _MAX_COMMUNICATION_BYTES), problems)
-        coverage.warnings.extend(f"{display_path(path, base)}: {p}" for p in problems)
-        return tables
-
-    return parse
+def _json_object(path: Path, _warnings: list[str]) -> dict[str, Any]:
+    return _read_json_object(path)
 
 
-def _trace(coverage: Coverage, base: Path) -> Callable[[Path], TraceTables]:
-    def parse(path: Path) -> TraceTables:
-        problems: list[str] = []
-        tables = read_trace(path, problems)
-        coverage.warnings.extend(f"{display_path(path, base)}: {p}" for p in problems)
-        return tables
-
-    return parse
+def _communication(path: Path, warnings: list[str]) -> CommunicationTables:
+    return parse_communication(_read_json_object(path, _MAX_COMMUNICATION_BYTES), warnings)
 
 
 def _read_json_object(path: Path, max_bytes: int = _MAX_JSON_BYTES) -> dict[str, Any]:
