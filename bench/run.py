@@ -48,9 +48,9 @@ def main() -> None:
         data = generate(HERE / "data" / f"cluster-{ranks}x{copies}x{trace_copies}", ranks, copies, trace_copies)
         trace_mb = sum(p.stat().st_size for p in data.rglob("trace_view.json")) / 1e6
         size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) / 1e6
-        tools = {"advisor": lambda out: [args.advisor, "diagnose", str(data), "-o", str(out / "report.json")]}
+        tools = {"advisor": lambda out, data=data: [args.advisor, "diagnose", str(data), "-o", str(out / "report.json")]}
         if args.msprof:
-            tools["msprof-analyze advisor all"] = lambda out: [args.msprof, "advisor", "all", "-d", str(data), "-o", str(out)]
+            tools["msprof-analyze advisor all"] = lambda out, data=data: [args.msprof, "advisor", "all", "-d", str(data), "-o", str(out)]
         for name, command in tools.items():
             runs = []
             for _ in range(args.repeat):

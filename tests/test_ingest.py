@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from builders import Kernel, RankSpec, StepRow, build_rank
+from builders import RankSpec, StepRow, build_rank
 from conftest import REAL, SAMPLE_CLUSTER, SAMPLE_SINGLE
 
 from advisor.errors import InputError

@@ -16,7 +16,7 @@ import orjson
 from advisor.ingest.communication import parse_communication
 from advisor.ingest.csvtable import Column, read_csv_table
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData
-from advisor.ingest.trace import TraceTables, read_trace
+from advisor.ingest.trace import read_trace
 from advisor.ingest.paths import display_path
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
