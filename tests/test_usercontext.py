@@ -86,3 +86,18 @@ def test_env_drives_rules_through_the_api_and_the_cli(tmp_path):
     finding = next(f for f in json.loads(result.stdout)["findings"] if f["id"] == "host.task_queue_level")
     assert finding["prescriptions"][0]["env"] == {"TASK_QUEUE_ENABLE": "2"}
     assert "TASK_QUEUE_ENABLE is 0" in finding["explanation"]
+
+
+def test_device_memory_from_context_measures_the_peak_against_capacity(tmp_path):
+    from advisor.facts import MemoryFact
+
+    (tmp_path / "small.yaml").write_text("device_memory_gb: 2.2\n")
+    (tmp_path / "large.yaml").write_text("device_memory_gb: 64\n")
+    small = build_context([], [], tmp_path / "small.yaml")
+    (memory,) = extract_facts(load_profile(REAL / "rank0_ascend_pt"), small).of(MemoryFact)
+    assert memory.capacity_mb == pytest.approx(2.2 * 1024)
+    assert memory.peak_share_of_capacity == pytest.approx(memory.process_peak_reserved_mb / (2.2 * 1024))
+    assert str(tmp_path / "small.yaml") in memory.sources
+    assert "memory.near_capacity" in {f.id for f in advisor.diagnose(REAL, context=small).findings}
+    large = build_context([], [], tmp_path / "large.yaml")
+    assert "memory.near_capacity" not in {f.id for f in advisor.diagnose(REAL, context=large).findings}

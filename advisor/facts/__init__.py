@@ -96,7 +96,7 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
             out.facts.append(breakdown)
         out.facts.extend(_operator_facts(profile, rank, steps, breakdown))
         out.facts.extend(_communication_facts(profile, rank, hardware))
-        out.facts.extend(_memory_facts(profile, rank))
+        out.facts.extend(_memory_facts(profile, rank, user))
         out.facts.extend(_host_facts(profile, rank, breakdown))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
@@ -270,7 +270,7 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
     return facts
 
 
-def _memory_facts(profile: Profile, rank: RankData) -> list[Fact]:
+def _memory_facts(profile: Profile, rank: RankData, user: UserContext | None) -> list[Fact]:
     facts: list[Fact] = []
     if rank.memory_record is not None:
         component, series = allocator_series(rank.memory_record.frame)
@@ -289,6 +289,10 @@ def _memory_facts(profile: Profile, rank: RankData) -> list[Fact]:
                 hccl_rows = modules.loc[modules["component"] == "HCCL", "reserved_mb"]
                 hccl = float(hccl_rows.max()) if hccl_rows.notna().any() else None
                 sources.append(f"{profile.shown(rank.module_memory.path)}[Component,Total Reserved(MB)]")
+            peak = float(app.max()) if app.notna().any() else float(series["reserved_mb"].max())
+            capacity = user.model.device_memory_gb * 1024 if user and user.model and user.model.device_memory_gb else None
+            if capacity:
+                sources.append(user.model_source)
             facts.append(
                 MemoryFact(
                     id=f"memory:r{rank.rank}",
@@ -305,6 +309,8 @@ def _memory_facts(profile: Profile, rank: RankData) -> list[Fact]:
                     steps_observed=len(windows),
                     process_peak_reserved_mb=float(app.max()) if app.notna().any() else None,
                     hccl_reserved_mb=hccl,
+                    capacity_mb=capacity,
+                    peak_share_of_capacity=min(peak / capacity, 1.0) if capacity else None,
                 )
             )
     if rank.operator_memory is not None:

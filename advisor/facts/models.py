@@ -164,7 +164,10 @@ class MemoryFact(Fact):
     """Device memory of one rank as the framework's caching allocator saw it (memory_record.csv)."""
 
     family: ClassVar[str] = "memory"
-    source: ClassVar[str] = "memory_record.csv (PTA/PTA+GE/APP rows), kernel_details.csv (step windows), npu_module_mem.csv (HCCL)"
+    source: ClassVar[str] = (
+        "memory_record.csv (PTA/PTA+GE/APP rows), kernel_details.csv (step windows), npu_module_mem.csv (HCCL), "
+        "--context device_memory_gb (capacity)"
+    )
 
     rank: int = Field(ge=0, description="Rank.")
     component: str = Field(description="The memory_record component used: PTA+GE when graph-mode memory exists, else PTA.")
@@ -180,6 +183,10 @@ class MemoryFact(Fact):
     steps_observed: int = Field(ge=0, description="Steps whose time window was known (from kernel_details); 0 = whole capture.")
     process_peak_reserved_mb: Micros | None = Field(None, description="Peak device memory of the whole process (APP rows), MB.")
     hccl_reserved_mb: Micros | None = Field(None, description="Peak memory reserved by HCCL (npu_module_mem.csv), MB.")
+    capacity_mb: Micros | None = Field(None, description="Device memory, MB (from --context device_memory_gb).")
+    peak_share_of_capacity: Ratio | None = Field(
+        None, description="Peak device memory (process peak, else allocator peak) / capacity_mb, capped at 1."
+    )
 
 
 class AllocationFact(Fact):
