@@ -302,3 +302,13 @@ def _write_csv(path: Path, spec: RankSpec, header: list[str], rows: list[list[ob
     writer.writerows(rows)
     text = buffer.getvalue()
     path.write_bytes(("\ufeff" if spec.bom else "").encode() + text.encode("utf-8"))
+
+
+def skipped_reason(parent: Path, relative: str, content: bytes) -> tuple[str, str]:
+    """Build a rank, overwrite one of its files with ``content`` and return (file, reason) of the one skip."""
+    from advisor.ingest import load_profile
+
+    rank_dir = build_rank(parent, RankSpec())
+    (rank_dir / relative).write_bytes(content)
+    (skipped,) = load_profile(parent).coverage.skipped
+    return skipped.file, skipped.reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from builders import RankSpec, build_rank
+from builders import RankSpec, build_rank, skipped_reason
 from conftest import REAL, SAMPLE_CLUSTER
 
 import advisor
@@ -74,11 +74,8 @@ def test_ops_without_time_info_are_counted_and_an_empty_file_is_refused():
 
 @pytest.mark.parametrize(("content", "reason"), [(b"", "is empty"), (b"[1,2]", "holds a JSON list"), (b"{\"step1\": ", "is not valid JSON")])
 def test_broken_communication_file_is_skipped(tmp_path, content, reason):
-    rank_dir = build_rank(tmp_path, RankSpec())
-    (rank_dir / "ASCEND_PROFILER_OUTPUT/communication.json").write_bytes(content)
-    profile = load_profile(tmp_path)
-    (skipped,) = profile.coverage.skipped
-    assert skipped.file.endswith("communication.json") and reason in skipped.reason
+    file, why = skipped_reason(tmp_path, "ASCEND_PROFILER_OUTPUT/communication.json", content)
+    assert file.endswith("communication.json") and reason in why
 
 
 def test_injected_waiting_collectives_are_diagnosed_as_not_transferring(tmp_path):

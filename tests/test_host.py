@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from builders import RankSpec, build_rank
+from builders import RankSpec, build_rank, skipped_reason
 from conftest import REAL, SAMPLE_SINGLE
 
 import advisor
@@ -87,11 +87,8 @@ def test_quiet_host_on_the_synthetic_sample():
     ],
 )
 def test_unusable_trace_is_skipped(tmp_path, content, reason):
-    rank_dir = build_rank(tmp_path, RankSpec())
-    (rank_dir / TRACE).write_bytes(content)
-    profile = load_profile(tmp_path)
-    (skipped,) = profile.coverage.skipped
-    assert skipped.file.endswith("trace_view.json") and reason in skipped.reason
+    file, why = skipped_reason(tmp_path, TRACE, content)
+    assert file.endswith("trace_view.json") and reason in why
 
 
 def test_events_of_unexpected_types_are_dropped_one_by_one(tmp_path):
