@@ -28,6 +28,7 @@ schema: $(BIN)/advisor
 
 docs: $(BIN)/advisor
 	$(BIN)/python -c "from advisor.facts.catalogue import catalogue_markdown; open('docs/facts.md', 'w').write(catalogue_markdown())"
+	$(BIN)/advisor rules docs -o docs/rules
 
 clean:
 	rm -rf $(VENV) out build dist .pytest_cache

@@ -62,6 +62,10 @@ ContextOption = Annotated[
     Optional[Path], typer.Option("--context", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")]
+RulesOption = Annotated[
+    Optional[list[Path]],
+    typer.Option("--rules", help="A rule pack directory (rules/, knowledge/, pack.yaml) to add (repeatable)."),
+]
 
 
 def _version(value: bool) -> None:
@@ -93,14 +97,19 @@ def diagnose_command(
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
+    rules: RulesOption = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="In the terminal report, show each finding's conditions and fact values.")
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Diagnose a profile and print or write the action plan."""
     with _guard(debug):
         fmt = _resolve_format(output_format, output)
         user = build_context(env or [], env_file or [], context)
-        report = _run_with_progress(path, (lang.value if lang else _locale_language()), user)
-        _write(report, fmt, output)
+        book = _rulebook(rules, skip_broken=True)
+        report = _run_with_progress(path, (lang.value if lang else _locale_language()), user, book)
+        _write(report, fmt, output, explain)
         raise typer.Exit(_exit_code(report, fail_on))
 
 
@@ -147,7 +156,7 @@ def _print_catalogue(family: str | None) -> None:
 def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext) -> None:
     import json
 
-    report = _run_with_progress(path, "en", user)
+    report = _run_with_progress(path, "en", user, None)
     facts = [f for f in report.facts if family in (None, f["type"])]
     if as_json:
         sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
@@ -166,24 +175,160 @@ rules_app = typer.Typer(help="Work with rule files.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
 
+@rules_app.command("list")
+def rules_list_command(
+    category: Annotated[Optional[str], typer.Option("--category", help="Only rules of this category.")] = None,
+    rules: RulesOption = None,
+) -> None:
+    """List the rules (built-in, installed packs and --rules packs): id, category, pack and title."""
+    with _guard(False):
+        book = _rulebook(rules)
+        selected = [r for r in book.rules.values() if category in (None, r.spec.category)]
+        if not selected:
+            raise errors.InputError(f"no rule has the category {category!r}")
+        for rule in sorted(selected, key=lambda r: (r.spec.category, r.id)):
+            typer.echo(f"{rule.id:<38} {rule.spec.category:<18} {rule.pack:<10} {rule.spec.title.en}")
+        typer.echo(f"{len(selected)} rule(s)")
+
+
+@rules_app.command("show")
+def rules_show_command(rule_id: Annotated[str, typer.Argument(metavar="ID")], rules: RulesOption = None) -> None:
+    """Show a rule: its conditions, what it recommends, its description and its test cases."""
+    from advisor.rulebook import section_text
+    from advisor.text import collapse
+
+    with _guard(False):
+        book = _rulebook(rules)
+        rule = _find_rule(book, rule_id)
+        spec = rule.spec
+        typer.echo(f"{spec.id}: {spec.title.en}" + (f" / {spec.title.zh}" if spec.title.zh else ""))
+        typer.echo(f"category: {spec.category} · severity: {spec.severity} · pack: {rule.pack} · file: {rule.path}")
+        if spec.description:
+            typer.echo("\n" + collapse(spec.description.en))
+        typer.echo("\n" + section_text(rule.path, "when"))
+        typer.echo(section_text(rule.path, "then"))
+        for knowledge_id in spec.then.recommend:
+            entry = book.knowledge[knowledge_id]
+            typer.echo(f"\nrecommends {knowledge_id}: {entry.title.en}")
+            for number, action in enumerate(entry.actions, 1):
+                typer.echo(f"  {number}. {collapse(action.en)}")
+        typer.echo("\ntest cases:")
+        for case in spec.tests:
+            typer.echo(f"  {case.expect:<5} {case.name}")
+
+
+@rules_app.command("lint")
+def rules_lint_command(
+    paths: Annotated[Optional[list[Path]], typer.Argument(metavar="[PATHS]...", help="Pack directories or files in them; default: the built-in pack.")] = None,
+) -> None:
+    """Check rule packs for every problem a rule author can make; exit 1 when any is found."""
+    from advisor.lint import lint
+
+    with _guard(False):
+        result = lint(paths or [])
+        for note in result.notes:
+            _note(note)
+        for problem in result.problems:
+            typer.echo(problem)
+        typer.echo(f"{len(result.problems)} problem(s) in {result.rules} rule(s) and {result.knowledge} knowledge entr{'y' if result.knowledge == 1 else 'ies'}")
+        raise typer.Exit(1 if result.problems else 0)
+
+
 @rules_app.command("test")
 def rules_test_command(
+    paths: Annotated[Optional[list[Path]], typer.Argument(metavar="[PATHS]...", help="Pack directories; default: the built-in and installed rules.")] = None,
     select: Annotated[Optional[str], typer.Option("-k", help="Only cases whose rule id or name contains this text.")] = None,
 ) -> None:
     """Run the test cases embedded in the rule files and show each result."""
-    from advisor.diagnose import default_rulebook
+    from advisor.rulebook import load_rulebook
     from advisor.ruletests import run_rule_tests
 
     with _guard(False):
-        results = run_rule_tests(default_rulebook(), select)
+        if paths:
+            book = load_rulebook(paths, installed=False)
+            results = run_rule_tests(book, select, packs={p.name for p in book.packs[1:]})
+        else:
+            results = run_rule_tests(_rulebook(None), select)
         for result in results:
             mark = "PASS" if result.passed else "FAIL"
             typer.echo(f"{mark} {result.rule_id}: {result.name} (expect {result.expect}; {result.detail})")
         failed = sum(not r.passed for r in results)
         typer.echo(f"{len(results) - failed} passed, {failed} failed")
         if not results:
-            raise errors.InputError(f"no rule test case matches {select!r}")
+            raise errors.InputError(f"no rule test case matches {select!r}" if select else "no rule test cases found")
         raise typer.Exit(1 if failed else 0)
+
+
+@rules_app.command("new")
+def rules_new_command(
+    rule_id: Annotated[str, typer.Argument(metavar="ID", help="Dotted lower-case id, e.g. team.slow_embedding.")],
+    category: Annotated[str, typer.Option("--category", help="The rule's category (see docs/rule-format.md).")],
+    directory: Annotated[Path, typer.Option("--dir", help="The pack directory to write into.")] = Path("."),
+) -> None:
+    """Scaffold a rule and its knowledge entry, with passing example cases and TODO texts for lint to flag."""
+    from advisor.scaffold import scaffold
+
+    with _guard(False):
+        for path in scaffold(rule_id, category, directory):
+            typer.echo(f"created {path}")
+
+
+@rules_app.command("docs")
+def rules_docs_command(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write the catalogue into.")],
+    rules: RulesOption = None,
+) -> None:
+    """Write a Markdown catalogue: an index and one page per rule and per knowledge entry."""
+    from advisor.rulebook import load_rulebook
+    from advisor.ruledocs import write_rule_docs
+
+    with _guard(False):
+        try:
+            written = write_rule_docs(load_rulebook(rules or [], installed=False), output)
+        except OSError as exc:
+            raise errors.InputError(f"{output}: cannot write the catalogue ({exc.strerror or exc})") from exc
+        typer.echo(f"wrote {len(written)} page(s) to {output}")
+
+
+@app.command("explain")
+def explain_command(
+    rule_id: Annotated[str, typer.Argument(metavar="ID", help="A rule id (see `advisor rules list`).")],
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="The profile to explain the rule on.")],
+    rules: RulesOption = None,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Show why a rule fired on a profile (each condition with its fact values), or why it did not."""
+    from advisor.diagnose import analyse
+    from advisor.explain import explain_lines
+
+    with _guard(debug):
+        book = _rulebook(rules)
+        rule = _find_rule(book, rule_id)
+        analysis = analyse(path, book, build_context(env or [], env_file or [], context))
+        for line in explain_lines(rule, analysis.firings, analysis.all_facts):
+            typer.echo(line)
+
+
+def _rulebook(packs: list[Path] | None, skip_broken: bool = False):
+    """The built-in and installed rules, plus ``packs`` (broken packs skipped, or an error)."""
+    from advisor.diagnose import default_rulebook
+    from advisor.rulebook import load_rulebook
+
+    return load_rulebook(packs, skip_broken=skip_broken) if packs else default_rulebook()
+
+
+def _find_rule(book, rule_id: str):
+    import difflib
+
+    rule = book.rules.get(rule_id)
+    if rule is None:
+        close = difflib.get_close_matches(rule_id, list(book.rules), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `advisor rules list` shows them"
+        raise errors.InputError(f"no rule {rule_id!r}{hint}")
+    return rule
 
 
 def main() -> None:
@@ -191,12 +336,12 @@ def main() -> None:
     app()
 
 
-def _run_with_progress(path: Path, lang: str, user: UserContext) -> Report:
+def _run_with_progress(path: Path, lang: str, user: UserContext, book) -> Report:
     stderr = Console(stderr=True)
     if stderr.is_terminal:
         with stderr.status(f"Diagnosing {path} …"):
-            return diagnose(path, lang=lang, context=user)
-    return diagnose(path, lang=lang, context=user)
+            return diagnose(path, lang=lang, context=user, rulebook=book)
+    return diagnose(path, lang=lang, context=user, rulebook=book)
 
 
 def _resolve_format(fmt: OutputFormat | None, output: Path | None) -> OutputFormat:
@@ -210,15 +355,20 @@ def _resolve_format(fmt: OutputFormat | None, output: Path | None) -> OutputForm
     return suffix_format
 
 
-def _write(report: Report, fmt: OutputFormat, output: Path | None) -> None:
-    from advisor.render import render_html, render_json, render_markdown, render_terminal
+def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool = False) -> None:
+    from advisor.render import (
+        render_html,
+        render_json,
+        render_markdown,
+        render_terminal,
+    )
 
     if fmt is OutputFormat.terminal:
         if output is not None:
             with output.open("w", encoding="utf-8") as handle:
-                render_terminal(report, Console(file=handle, width=100, no_color=True))
+                render_terminal(report, Console(file=handle, width=100, no_color=True), explain)
         else:
-            render_terminal(report, Console(width=min(Console().width, 120)))
+            render_terminal(report, Console(width=min(Console().width, 120)), explain)
     else:
         text = {OutputFormat.md: render_markdown, OutputFormat.html: render_html, OutputFormat.json: render_json}[fmt](report)
         if output is None:
@@ -272,6 +422,10 @@ def _guard(debug: bool) -> Iterator[None]:
     except KeyboardInterrupt:
         _note("interrupted", level="error")
         raise typer.Exit(130) from None
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (Python flushes stdio again at exit)
+        sys.stdout = sys.stderr
+        raise typer.Exit(0) from None
     except Exception as exc:  # a bug: say so, and how to get the details
         if debug:
             raise

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from advisor.engine.session import RuleEngine
-from advisor.facts import BreakdownFact, FactSet, OperatorFact, extract_facts
+from advisor.engine.session import Firing, RuleEngine
+from advisor.facts import BreakdownFact, Fact, FactSet, OperatorFact, extract_facts
 from advisor.ingest import Profile, load_profile
 from advisor.plan import plan_findings, summarize
-from advisor.report import CoverageInfo, InputInfo, Report, SkippedFile, ToolInfo
-from advisor.rulebook import RuleBook, load_rulebook
+from advisor.report import (
+    CoverageInfo,
+    InputInfo,
+    PackUsed,
+    Report,
+    SkippedFile,
+    ToolInfo,
+)
+from advisor.rulebook import BUILTIN_PACK, RuleBook, load_rulebook
 from advisor.text import Lang
 from advisor.usercontext import UserContext
 from advisor.version import VERSION
@@ -18,8 +26,8 @@ from advisor.version import VERSION
 
 @lru_cache(maxsize=1)
 def default_rulebook() -> RuleBook:
-    """The bundled rules and knowledge, loaded once per process."""
-    return load_rulebook()
+    """The bundled rules and knowledge plus installed packs (broken ones skipped), loaded once per process."""
+    return load_rulebook(skip_broken=True)
 
 
 _ENGINES: dict[int, tuple[RuleBook, RuleEngine]] = {}
@@ -34,42 +42,76 @@ def engine_for(book: RuleBook) -> RuleEngine:
     return cached[1]
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """A profile, its facts and what the rules made of them (measured and derived facts together)."""
+
+    profile: Profile
+    facts: FactSet
+    firings: list[Firing]
+    all_facts: list[Fact]
+
+
+def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None) -> Analysis:
+    """Read the profile at ``path``, extract its facts and run ``book``'s rules on them."""
+    profile = load_profile(Path(path))
+    facts = extract_facts(profile, context)
+    firings = engine_for(book).run(facts.facts)
+    derived = [fact for firing in firings for fact in firing.derived]
+    return Analysis(profile, facts, firings, facts.facts + derived)
+
+
 def diagnose(
     path: str | Path, *, lang: Lang = "en", rulebook: RuleBook | None = None, context: UserContext | None = None
 ) -> Report:
     """Diagnose the profile at ``path`` (with what the user told in ``context``: env vars, model settings).
 
     Raises InputError when ``path`` holds no profile. A profile whose files are partly unusable still
-    gives a report: ``status`` is 'partial' (files skipped) or 'empty' (no step or operator data), and
-    ``coverage`` says what was read, missing and skipped.
+    gives a report: ``status`` is 'partial' (files or rule packs skipped) or 'empty' (no step or operator
+    data), and ``coverage`` says what was read, missing and skipped.
     """
     book = rulebook or default_rulebook()
-    profile = load_profile(Path(path))
-    facts = extract_facts(profile, context)
-    firings = engine_for(book).run(facts.facts)
-    derived = [fact for firing in firings for fact in firing.derived]
-    all_facts = facts.facts + derived
+    result = analyse(path, book, context)
+    profile, facts = result.profile, result.facts
+    skipped = [SkippedFile(file=s.file, reason=s.reason) for s in profile.coverage.skipped]
+    skipped += [
+        SkippedFile(file=pack.root, reason=f"rule pack not loaded: {len(pack.problems)} problem(s), first: {pack.problems[0]}")
+        for pack in book.skipped
+    ]
     return Report(
-        tool=ToolInfo(version=VERSION),
+        tool=ToolInfo(version=VERSION, packs=[_pack_used(p) for p in book.packs]),
         lang=lang,
-        status=_status(profile, facts),
+        status=_status(facts, bool(skipped)),
         input=_input_info(str(path), profile, facts),
-        summary=summarize(facts, firings),
-        findings=plan_findings(firings, all_facts, book, lang),
-        facts=[{"type": f.family, **f.model_dump()} for f in all_facts],
+        summary=summarize(facts, result.firings),
+        findings=plan_findings(result.firings, result.all_facts, book, lang),
+        facts=[{"type": f.family, **f.model_dump()} for f in result.all_facts],
         coverage=CoverageInfo(
             read=profile.coverage.read,
             missing=profile.coverage.missing,
-            skipped=[SkippedFile(file=s.file, reason=s.reason) for s in profile.coverage.skipped],
-            warnings=profile.coverage.warnings + facts.warnings,
+            skipped=skipped,
+            warnings=profile.coverage.warnings
+            + facts.warnings
+            + [f"rule pack {pack.root}: {problem}" for pack in book.skipped for problem in pack.problems],
         ),
     )
 
 
-def _status(profile: Profile, facts: FactSet) -> str:
+def _pack_used(pack) -> PackUsed:
+    return PackUsed(
+        name=pack.name,
+        path=None if pack.name == BUILTIN_PACK else pack.root,
+        rules=len(pack.rules),
+        knowledge=len(pack.knowledge),
+        overrides=pack.overrides,
+        disabled=pack.disabled,
+    )
+
+
+def _status(facts: FactSet, skipped: bool) -> str:
     if not facts.of(BreakdownFact) and not facts.of(OperatorFact):
         return "empty"
-    return "partial" if profile.coverage.skipped else "complete"
+    return "partial" if skipped else "complete"
 
 
 def _input_info(path: str, profile: Profile, facts: FactSet) -> InputInfo:

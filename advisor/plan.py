@@ -14,20 +14,24 @@ from collections import defaultdict
 from statistics import fmean
 from typing import Any
 
+from advisor.engine.evaluate import explain_firing
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
 from advisor.facts import BottleneckFact, BreakdownFact, Fact, FactSet, OperatorFact
 from advisor.knowledge import KnowledgeEntry
 from advisor.report import (
     CodeChange,
+    Derivation,
     Finding,
     OperatorSummary,
     Prescription,
     RankSummary,
     Summary,
     Trace,
+    TraceCheck,
+    TraceCondition,
 )
-from advisor.rulebook import RuleBook
+from advisor.rulebook import Rule, RuleBook
 from advisor.text import Lang, collapse
 
 HIGH_SHARE = 0.05
@@ -39,7 +43,7 @@ _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[Finding]:
     """Turn the firings of recommending rules into ranked findings."""
     step_time = _step_times(facts)
-    derived_by = {fact.id: firing.rule_id for firing in firings for fact in firing.derived}
+    derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
     groups: dict[tuple[str, str | None], list[tuple[Firing, float | None]]] = defaultdict(list)
     for firing in firings:
         rule = book.rules[firing.rule_id]
@@ -77,10 +81,13 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
                 trace=Trace(
                     rule=rule_id,
                     rule_file=rule.shown_path,
+                    pack=rule.pack,
                     facts=sorted({fact.id for firing, _ in members for fact in firing.matched.values()}),
                     derived_by=sorted(
-                        {derived_by[f.id] for firing, _ in members for f in firing.matched.values() if f.id in derived_by}
+                        {derived_by[f.id].rule_id for firing, _ in members for f in firing.matched.values() if f.id in derived_by}
                     ),
+                    conditions=_conditions(rule, representative, facts),
+                    chain=_chain(representative, derived_by),
                 ),
             )
         )
@@ -183,6 +190,41 @@ def _step_times(facts: list[Fact]) -> dict[int | None, float]:
 
 def _rank_of(firing: Firing) -> int | None:
     return next((r for f in firing.matched.values() if (r := getattr(f, "rank", None)) is not None), None)
+
+
+def _conditions(rule: Rule, firing: Firing, facts: list[Fact]) -> list[TraceCondition]:
+    return [
+        TraceCondition(
+            alias=result.alias,
+            family=result.family,
+            negated=result.negated,
+            fact=None if result.negated else result.fact.id if result.fact else None,
+            checks=[TraceCheck(test=c.describe(), actual=_scalar(c.actual), holds=c.holds) for c in result.checks],
+            sources=list(result.fact.sources) if result.fact and not result.negated else [],
+        )
+        for result in explain_firing(rule.spec, firing.matched, facts)
+    ]
+
+
+def _chain(firing: Firing, derived_by: dict[str, Firing]) -> list[Derivation]:
+    """The derived facts a firing depends on, breadth first, each once."""
+    chain: list[Derivation] = []
+    pending = [f.id for f in firing.matched.values()]
+    seen: set[str] = set()
+    while pending:
+        fact_id = pending.pop(0)
+        source = derived_by.get(fact_id)
+        if source is None or fact_id in seen:
+            continue
+        seen.add(fact_id)
+        parents = [f.id for f in source.matched.values()]
+        chain.append(Derivation(fact=fact_id, rule=source.rule_id, from_facts=parents))
+        pending.extend(parents)
+    return chain
+
+
+def _scalar(value: Any) -> Any:
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 def _evidence(firing: Firing) -> dict[str, Any]:

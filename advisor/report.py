@@ -25,9 +25,21 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class PackUsed(_Model):
+    """A rule pack the diagnosis ran with."""
+
+    name: str
+    path: str | None = Field(None, description="Where the pack was read from (null for the built-in pack).")
+    rules: int
+    knowledge: int
+    overrides: list[str] = Field(default_factory=list, description="Ids of earlier rules/knowledge it replaced.")
+    disabled: list[str] = Field(default_factory=list, description="Ids of earlier rules it switched off.")
+
+
 class ToolInfo(_Model):
     name: Literal["advisor"] = "advisor"
     version: str
+    packs: list[PackUsed] = Field(default_factory=list, description="Rule packs in load order, built-in first.")
 
 
 class InputInfo(_Model):
@@ -92,13 +104,41 @@ class Prescription(_Model):
     references: list[str] = Field(default_factory=list)
 
 
+class TraceCheck(_Model):
+    test: str = Field(description="The comparison as written in the rule, e.g. 'free_ratio gte 0.1'.")
+    actual: Scalar = Field(description="The fact's value (null when unknown).")
+    holds: bool
+
+
+class TraceCondition(_Model):
+    """One condition of the rule, evaluated against the fact that satisfied it."""
+
+    alias: str
+    family: str
+    negated: bool = Field(description="A 'not' condition: holds when no fact of the family matches.")
+    fact: str | None = Field(description="Id of the matched fact (for 'not': null).")
+    checks: list[TraceCheck]
+    sources: list[str] = Field(description="Files (and columns) the fact was computed from.")
+
+
+class Derivation(_Model):
+    """A derived fact the finding depends on, and the rule and facts it was derived from."""
+
+    fact: str
+    rule: str
+    from_facts: list[str]
+
+
 class Trace(_Model):
-    """Why the finding exists: the rule, the facts it matched, the rules that derived those facts."""
+    """Why the finding exists: the rule and pack, each condition with its values, the chain of derived facts."""
 
     rule: str
     rule_file: str
+    pack: str = Field(description="'built-in' or the name of the rule pack the rule came from.")
     facts: list[str] = Field(description="Ids of the facts the rule matched (see 'facts').")
     derived_by: list[str] = Field(default_factory=list, description="Rules that derived matched facts.")
+    conditions: list[TraceCondition] = Field(default_factory=list, description="Of the firing shown as evidence.")
+    chain: list[Derivation] = Field(default_factory=list, description="Derived facts behind the matched facts, deepest last.")
 
 
 class Finding(_Model):

@@ -1,18 +1,27 @@
-"""Load rule and knowledge files from disk, validate them, and report problems as ``file:line: message``.
+"""Load rule packs (rules, knowledge, an optional manifest) from disk, validate them, report problems as ``file:line: message``.
 
-YAML is read with the safe loader only (no tags that construct objects). A rule's file name must be
-its id; ids are unique; every knowledge id a rule recommends must exist.
+A **pack** is a directory holding ``rules/**/*.yaml``, ``knowledge/**/*.yaml`` and optionally
+``pack.yaml`` (``name``, ``description``, ``disable: [rule ids]``). The bundled rules are the
+``built-in`` pack; packs installed as Python distributions (entry point group ``advisor.rule_packs``)
+come next, then the directories given with ``--rules``. A later pack's rule or knowledge entry with an
+existing id replaces the earlier one, and its ``disable`` list removes earlier rules.
+
+YAML is read with the safe loader only (no tags that construct objects), and an installed pack is
+located without importing its package, so loading a pack never runs its code. A rule's file name must
+be its id; ids are unique within a pack; every knowledge id a rule recommends must exist.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor.engine.spec import CompiledExpressions, RuleSpec, check_rule
 from advisor.errors import RuleError
@@ -23,6 +32,9 @@ M = TypeVar("M", bound=BaseModel)
 # libyaml's safe loader when PyYAML was built with it (5-10x faster); both construct plain data only.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAX_FILE_BYTES = 1 << 20
+BUILTIN_PACK = "built-in"
+ENTRY_POINT_GROUP = "advisor.rule_packs"
+MANIFEST = "pack.yaml"
 
 
 @dataclass(frozen=True)
@@ -33,51 +45,165 @@ class Rule:
     exprs: CompiledExpressions
     path: Path
     shown_path: str
+    pack: str = BUILTIN_PACK
 
     @property
     def id(self) -> str:
         return self.spec.id
 
 
+class PackManifest(BaseModel):
+    """``pack.yaml``: what the pack is called and which earlier rules it switches off."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    description: str | None = None
+    disable: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    """What one loaded pack contributed."""
+
+    name: str
+    root: str
+    rules: list[str]
+    knowledge: list[str]
+    overrides: list[str]
+    disabled: list[str]
+
+
+@dataclass(frozen=True)
+class SkippedPack:
+    root: str
+    problems: list[str]
+
+
 @dataclass
 class RuleBook:
-    """The rules and knowledge entries of one diagnosis."""
+    """The rules and knowledge entries of one diagnosis, and where they came from."""
 
     rules: dict[str, Rule] = field(default_factory=dict)
     knowledge: dict[str, KnowledgeEntry] = field(default_factory=dict)
+    packs: list[PackInfo] = field(default_factory=list)
+    skipped: list[SkippedPack] = field(default_factory=list)
 
 
-def load_rulebook(rule_dirs: Sequence[Path] | None = None, knowledge_dirs: Sequence[Path] | None = None) -> RuleBook:
-    """Load rules and knowledge (the bundled ones by default); raise RuleError listing every problem."""
-    problems: list[str] = []
+@dataclass
+class PackContents:
+    """One pack as read from disk, with every problem found in it."""
+
+    name: str
+    root: Path
+    rules: dict[str, Rule] = field(default_factory=dict)
+    knowledge: dict[str, KnowledgeEntry] = field(default_factory=dict)
+    disable: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def load_rulebook(packs: Sequence[Path] = (), *, installed: bool = True, skip_broken: bool = False) -> RuleBook:
+    """The built-in pack, then installed packs (when ``installed``), then ``packs`` in order.
+
+    A problem in the built-in pack always raises RuleError. A problem in another pack raises RuleError
+    listing every problem, or with ``skip_broken`` the pack is left out and listed in ``book.skipped``.
+    """
     book = RuleBook()
-    for _root, path in _yaml_files(knowledge_dirs or [data_dir("knowledge")]):
-        entry = _load_model(path, KnowledgeEntry, problems)
-        if entry is None:
-            continue
-        if entry.id != path.stem:
-            problems.append(f"{path}:1: the file name must be the knowledge id ({entry.id}.yaml)")
-        elif entry.id in book.knowledge:
-            problems.append(f"{path}:1: duplicate knowledge id {entry.id!r}")
+    builtin = read_pack(data_dir("rules").parent, book, name=BUILTIN_PACK)
+    if builtin.problems:
+        raise RuleError(_problem_list(builtin.problems))
+    apply_pack(book, builtin)
+    for root in [*(installed_packs() if installed else []), *packs]:
+        contents = read_pack(root, book)
+        if not contents.problems:
+            apply_pack(book, contents)
+        elif skip_broken:
+            book.skipped.append(SkippedPack(root=str(root), problems=contents.problems))
         else:
-            book.knowledge[entry.id] = entry
-    for root, path in _yaml_files(rule_dirs or [data_dir("rules")]):
-        rule = _load_rule(root, path, problems)
-        if rule is None:
-            continue
-        missing = [k for k in rule.spec.then.recommend if k not in book.knowledge]
-        if missing:
-            problems.append(f"{path}:1: recommends unknown knowledge id(s) {', '.join(missing)}")
-        elif rule.id in book.rules:
-            problems.append(f"{path}:1: duplicate rule id {rule.id!r} (also {book.rules[rule.id].path})")
-        else:
-            book.rules[rule.id] = rule
-    if problems:
-        raise RuleError("invalid rule or knowledge files:\n" + "\n".join(f"  {p}" for p in problems))
+            raise RuleError(_problem_list(contents.problems))
     return book
 
 
-def _load_rule(root: Path, path: Path, problems: list[str]) -> Rule | None:
+def installed_packs() -> list[Path]:
+    """Pack directories of installed distributions, found through their entry points without importing them.
+
+    An entry point's value names a package, optionally followed by sub-directories
+    (``team_pack`` or ``team_pack.rules_dir``); the directory it resolves to is the pack root.
+    """
+    roots = []
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        top, *subdirs = point.value.replace(":", ".").split(".")
+        spec = importlib.util.find_spec(top)
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not locations:
+            raise RuleError(f"installed rule pack {point.name!r}: {top!r} is not an installed package directory")
+        roots.append(Path(locations[0]).joinpath(*subdirs))
+    return roots
+
+
+def read_pack(root: Path, book: RuleBook, name: str | None = None) -> PackContents:
+    """Read and validate one pack against what ``book`` already holds (knowledge ids, rule ids to disable)."""
+    if not root.is_dir():
+        return PackContents(name=name or root.name, root=root, problems=[f"{root}: not a directory"])
+    problems: list[str] = []
+    manifest = _load_model(root / MANIFEST, PackManifest, problems) if (root / MANIFEST).is_file() else None
+    contents = PackContents(name=name or (manifest and manifest.name) or root.name, root=root, problems=problems)
+    contents.disable = list(manifest.disable) if manifest else []
+    rules_dir, knowledge_dir = root / "rules", root / "knowledge"
+    if not (rules_dir.is_dir() or knowledge_dir.is_dir() or (root / MANIFEST).is_file()):
+        contents.problems.append(f"{root}: not a rule pack (no rules/ or knowledge/ directory, no {MANIFEST})")
+        return contents
+    for path in _yaml_files(knowledge_dir):
+        entry = _load_model(path, KnowledgeEntry, contents.problems)
+        if entry is None:
+            continue
+        if entry.id != path.stem:
+            contents.problems.append(f"{path}:1: the file name must be the knowledge id ({entry.id}.yaml)")
+        elif entry.id in contents.knowledge:
+            contents.problems.append(f"{path}:1: duplicate knowledge id {entry.id!r}")
+        else:
+            contents.knowledge[entry.id] = entry
+    for path in _yaml_files(rules_dir):
+        rule = _load_rule(root, path, contents.name, contents.problems)
+        if rule is None:
+            continue
+        missing = [k for k in rule.spec.then.recommend if k not in contents.knowledge and k not in book.knowledge]
+        if missing:
+            contents.problems.append(f"{path}:1: recommends unknown knowledge id(s) {', '.join(missing)}")
+        elif rule.id in contents.rules:
+            contents.problems.append(f"{path}:1: duplicate rule id {rule.id!r} (also {contents.rules[rule.id].path})")
+        else:
+            contents.rules[rule.id] = rule
+    unknown = [i for i in contents.disable if i not in book.rules]
+    if unknown:
+        contents.problems.append(f"{root / MANIFEST}:1: disables unknown rule id(s) {', '.join(unknown)}")
+    return contents
+
+
+def apply_pack(book: RuleBook, contents: PackContents) -> None:
+    """Add a valid pack to ``book``: its entries replace same-id ones, its ``disable`` list removes rules."""
+    overrides = sorted((set(contents.rules) & set(book.rules)) | (set(contents.knowledge) & set(book.knowledge)))
+    for rule_id in contents.disable:
+        book.rules.pop(rule_id, None)
+    book.knowledge.update(contents.knowledge)
+    book.rules.update(contents.rules)
+    book.packs.append(
+        PackInfo(
+            name=contents.name,
+            root=str(contents.root),
+            rules=sorted(contents.rules),
+            knowledge=sorted(contents.knowledge),
+            overrides=overrides,
+            disabled=sorted(contents.disable),
+        )
+    )
+
+
+def _problem_list(problems: Iterable[str]) -> str:
+    return "invalid rule or knowledge files:\n" + "\n".join(f"  {p}" for p in problems)
+
+
+def _load_rule(root: Path, path: Path, pack: str, problems: list[str]) -> Rule | None:
     spec = _load_model(path, RuleSpec, problems)
     if spec is None:
         return None
@@ -90,7 +216,7 @@ def _load_rule(root: Path, path: Path, problems: list[str]) -> Rule | None:
         problems.append(f"{path}:{_line_for_problem(node, problem)}: {problem}")
     if rule_problems or exprs is None:
         return None
-    return Rule(spec=spec, exprs=exprs, path=path, shown_path=f"{root.name}/{path.relative_to(root).as_posix()}")
+    return Rule(spec=spec, exprs=exprs, path=path, shown_path=path.relative_to(root).as_posix(), pack=pack)
 
 
 def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
@@ -110,6 +236,10 @@ def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
     if not isinstance(data, dict):
         problems.append(f"{path}:1: expected a mapping at the top level")
         return None
+    duplicates = _duplicate_keys(_compose(path))
+    if duplicates:
+        problems.extend(f"{path}:{line}: {message}" for line, message in duplicates)
+        return None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -120,14 +250,9 @@ def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
         return None
 
 
-def _yaml_files(dirs: Iterable[Path]) -> list[tuple[Path, Path]]:
-    """(root, file) for every YAML file under each directory, in a stable order."""
-    files: list[tuple[Path, Path]] = []
-    for directory in dirs:
-        if not directory.is_dir():
-            raise RuleError(f"{directory}: not a directory of rule or knowledge files")
-        files.extend((directory, p) for p in sorted(directory.rglob("*.yaml")) if p.is_file())
-    return files
+def _yaml_files(directory: Path) -> list[Path]:
+    """Every YAML file under ``directory`` (none if it does not exist), in a stable order."""
+    return sorted(p for p in directory.rglob("*.yaml") if p.is_file()) if directory.is_dir() else []
 
 
 def _compose(path: Path) -> yaml.Node | None:
@@ -135,6 +260,22 @@ def _compose(path: Path) -> yaml.Node | None:
         return yaml.compose(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except (yaml.YAMLError, OSError, UnicodeDecodeError):
         return None
+
+
+def section_text(path: Path, key: str) -> str:
+    """The top-level ``key:`` section of a YAML file exactly as written (comments included)."""
+    node = _compose(path)
+    text = path.read_text(encoding="utf-8")
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if getattr(key_node, "value", None) == key:
+                return text[key_node.start_mark.index : value_node.end_mark.index].rstrip()
+    return ""
+
+
+def line_in(path: Path, loc: Sequence[Any]) -> int:
+    """The 1-based line of the YAML node at ``loc`` (keys and list indexes) in ``path``; 1 when not found."""
+    return _line_of(_compose(path), loc)
 
 
 def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int:
@@ -155,6 +296,52 @@ def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int:
 
 
 def _line_for_problem(node: yaml.Node | None, problem: str) -> int:
-    """Best line for a semantic problem: the section its prefix names (``when``, ``then.gain_us`` …)."""
+    """Best line for a semantic problem: the condition field it names (``when: alias.field: …``), else the
+    section its prefix names (``when``, ``then.gain_us`` …)."""
     prefix = problem.split(":", 1)[0].split(" ", 1)[0]
+    if prefix == "when" and isinstance(node, yaml.MappingNode):
+        alias, _, field_name = problem.split(":", 2)[1].strip().partition(".")
+        found = _condition_node(_child(node, "when"), alias)
+        if found is not None:
+            target = _child(_child(found, "where"), field_name) if field_name else None
+            return (target or found).start_mark.line + 1
     return _line_of(node, [part for part in prefix.split(".") if part])
+
+
+def _duplicate_keys(node: yaml.Node | None) -> list[tuple[int, str]]:
+    """(line, message) for every key given twice in one mapping (YAML loaders keep the last one silently)."""
+    found: list[tuple[int, str]] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[object, int] = {}
+        for key, value in node.value:
+            line = key.start_mark.line + 1
+            name = getattr(key, "value", None)
+            if isinstance(name, str) and name in seen:
+                found.append((line, f"duplicate key {name!r} (also on line {seen[name]})"))
+            elif isinstance(name, str):
+                seen[name] = line
+            found.extend(_duplicate_keys(value))
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found.extend(_duplicate_keys(item))
+    return found
+
+
+def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+    return None
+
+
+def _condition_node(node: yaml.Node | None, alias: str) -> yaml.Node | None:
+    """The fact condition named ``alias`` (by ``as`` or, without one, by ``fact``) anywhere under ``node``."""
+    if isinstance(node, yaml.MappingNode):
+        named = _child(node, "as") or _child(node, "fact")
+        if _child(node, "fact") is not None and getattr(named, "value", None) == alias:
+            return node
+        children = [v for _, v in node.value]
+    elif isinstance(node, yaml.SequenceNode):
+        children = node.value
+    else:
+        return None
+    return next((found for child in children if (found := _condition_node(child, alias)) is not None), None)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from advisor.engine.evaluate import why_not
 from advisor.engine.session import RuleEngine
 from advisor.facts.models import FACT_FAMILIES, Fact
 from advisor.rulebook import Rule, RuleBook
@@ -31,10 +32,12 @@ class CaseResult:
         return self.fired is not None and self.fired == (self.expect == "fire")
 
 
-def run_rule_tests(book: RuleBook, select: str | None = None) -> list[CaseResult]:
-    """Run every embedded case of every rule (optionally only those whose rule id or name contains ``select``)."""
+def run_rule_tests(book: RuleBook, select: str | None = None, packs: set[str] | None = None) -> list[CaseResult]:
+    """Run the embedded cases of every rule (of ``packs`` only, when given), optionally only those whose rule id or name contains ``select``."""
     results = []
     for rule in book.rules.values():
+        if packs is not None and rule.pack not in packs:
+            continue
         selected = [
             index
             for index, case in enumerate(rule.spec.tests)
@@ -55,7 +58,7 @@ def run_case(engine: RuleEngine, rule: Rule, index: int) -> CaseResult:
     firings = engine.run(facts)
     fired = any(f.rule_id == rule.id for f in firings)
     matched = [", ".join(f"{a}={fact.id}" for a, fact in f.matched.items()) for f in firings]
-    detail = f"fired {len(firings)} time(s): " + "; ".join(matched) if firings else "did not fire"
+    detail = f"fired {len(firings)} time(s): " + "; ".join(matched) if firings else f"did not fire: {why_not(rule.spec, facts)}"
     return CaseResult(rule.id, case.name, case.expect, fired, detail)
 
 

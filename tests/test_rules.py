@@ -10,7 +10,6 @@ import pytest
 from advisor.diagnose import default_rulebook
 from advisor.engine.session import RuleEngine
 from advisor.errors import RuleError
-from advisor.resources import data_dir
 from advisor.rulebook import load_rulebook
 from advisor.ruletests import run_case
 
@@ -61,8 +60,9 @@ when:
 """
 
 
-def _write_rule(directory: Path, body: str, rule_id: str = "custom.rule") -> Path:
-    path = directory / f"{rule_id}.yaml"
+def _write_rule(pack: Path, body: str, rule_id: str = "custom.rule", subdir: str = "") -> Path:
+    path = pack / "rules" / subdir / f"{rule_id}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(body).lstrip())
     return path
 
@@ -70,7 +70,7 @@ def _write_rule(directory: Path, body: str, rule_id: str = "custom.rule") -> Pat
 def _load(tmp_path: Path, body: str, rule_id: str = "custom.rule") -> str:
     _write_rule(tmp_path, body, rule_id)
     with pytest.raises(RuleError) as caught:
-        load_rulebook([tmp_path], [data_dir("knowledge")])
+        load_rulebook([tmp_path], installed=False)
     return str(caught.value)
 
 
@@ -81,8 +81,8 @@ def _rule(when: str = GOOD_WHEN, then: str = "then:\n  recommend: [operator.domi
 
 def test_a_valid_custom_rule_loads(tmp_path):
     _write_rule(tmp_path, _rule())
-    book = load_rulebook([tmp_path], [data_dir("knowledge")])
-    assert list(book.rules) == ["custom.rule"]
+    book = load_rulebook([tmp_path], installed=False)
+    assert "custom.rule" in book.rules and book.rules["custom.rule"].pack == tmp_path.name
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_a_valid_custom_rule_loads(tmp_path):
 def test_condition_mistakes_are_rejected(tmp_path, when, message):
     error = _load(tmp_path, _rule(when=when))
     assert message in error
-    assert f"{tmp_path}/custom.rule.yaml:" in error
+    assert f"{tmp_path}/rules/custom.rule.yaml:" in error
 
 
 @pytest.mark.parametrize(
@@ -139,9 +139,7 @@ def test_file_name_must_be_the_rule_id(tmp_path):
 
 
 def test_duplicate_rule_ids_are_rejected(tmp_path):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    _write_rule(tmp_path / "a", _rule())
-    _write_rule(tmp_path / "b", _rule())
+    _write_rule(tmp_path, _rule(), subdir="a")
+    _write_rule(tmp_path, _rule(), subdir="b")
     with pytest.raises(RuleError, match="duplicate rule id 'custom.rule'"):
-        load_rulebook([tmp_path / "a", tmp_path / "b"], [data_dir("knowledge")])
+        load_rulebook([tmp_path], installed=False)

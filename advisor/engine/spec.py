@@ -23,7 +23,7 @@ from advisor.text import Text
 
 Scalar = Union[bool, int, float, str]
 _ALIAS = re.compile(r"^[a-z][a-z0-9_]*$")
-_RULE_ID = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+RULE_ID = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 _RESERVED_FIELDS = {"family", "sid"}
 GAIN_UNKNOWN = "unknown"
 COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte", "matches", "imatches", "exists", "in")
@@ -200,7 +200,7 @@ class RuleSpec(_Model):
     @field_validator("id")
     @classmethod
     def _dotted_id(cls, value: str) -> str:
-        if not _RULE_ID.match(value):
+        if not RULE_ID.match(value):
             raise ValueError("a rule id is dotted lower-case words, e.g. affinity.index_put_hot")
         return value
 

@@ -10,7 +10,6 @@ import yaml
 from advisor.report import Report
 from advisor.resources import data_dir
 
-
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -71,3 +70,25 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
         free=fmt_pct(summary.free_ratio),
         step=fmt_us(summary.step_time_us),
     )
+
+
+def condition_rows(finding) -> list[tuple[str, str, str, str]]:
+    """(fact, condition, value, source) for each comparison the finding's rule made, 'not' conditions included."""
+    rows = []
+    for condition in finding.trace.conditions:
+        if condition.negated:
+            rows.append((f"not {condition.family}", "no fact matches", "–", ""))
+            continue
+        subject = f"{condition.alias} = {condition.fact}"
+        sources = "; ".join(condition.sources)
+        for index, check in enumerate(condition.checks):
+            value = "unknown" if check.actual is None else fmt_value(check.actual)
+            rows.append((subject, check.test, value, sources if index == 0 else ""))
+        if not condition.checks:
+            rows.append((subject, f"any {condition.family} fact", "–", sources))
+    return rows
+
+
+def chain_lines(finding) -> list[str]:
+    """'fact ← rule (from facts)' for each derived fact the finding depends on."""
+    return [f"{step.fact} ← {step.rule} ({', '.join(step.from_facts)})" for step in finding.trace.chain]

@@ -14,7 +14,17 @@ from functools import lru_cache
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from advisor.render.common import fmt_pct, fmt_us, fmt_value, gain_text, labels, strip_control, verdict_sentence
+from advisor.render.common import (
+    chain_lines,
+    condition_rows,
+    fmt_pct,
+    fmt_us,
+    fmt_value,
+    gain_text,
+    labels,
+    strip_control,
+    verdict_sentence,
+)
 from advisor.report import Report
 from advisor.resources import data_dir
 
@@ -53,6 +63,8 @@ def _context(report: Report) -> dict:
         "pct": fmt_pct,
         "val": fmt_value,
         "gain": lambda finding: gain_text(finding, words),
+        "conditions": condition_rows,
+        "chain": chain_lines,
     }
 
 

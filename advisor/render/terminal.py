@@ -11,7 +11,16 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from advisor.render.common import fmt_pct, fmt_us, gain_text, labels, strip_control, verdict_sentence
+from advisor.render.common import (
+    chain_lines,
+    fmt_pct,
+    fmt_us,
+    fmt_value,
+    gain_text,
+    labels,
+    strip_control,
+    verdict_sentence,
+)
 from advisor.report import Report
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
@@ -22,8 +31,8 @@ def clean(text: object) -> Text:
     return Text(strip_control(str(text)))
 
 
-def render_terminal(report: Report, console: Console) -> None:
-    """Print the report to ``console``."""
+def render_terminal(report: Report, console: Console, explain: bool = False) -> None:
+    """Print the report to ``console``; with ``explain``, each finding's conditions and fact values too."""
     words = labels(report.lang)
     console.print(Text(words["report_title"], style="bold"), clean(report.input.path))
     details = [
@@ -76,7 +85,10 @@ def render_terminal(report: Report, console: Console) -> None:
         meta = Text(f"{words['gain']}: {gain_text(finding, words)} · {words['ranks']}: "
                     f"{', '.join(map(str, finding.ranks)) or '–'} · {finding.id}", style="dim")
         actions = [clean(f"→ {p.title}: {p.actions[0]}") for p in finding.prescriptions]
-        console.print(Group(title, Padding(Group(meta, clean(finding.explanation), *actions), (0, 0, 1, 3))))
+        parts = [meta, clean(finding.explanation), *actions]
+        if explain:
+            parts.append(_why(finding, words))
+        console.print(Group(title, Padding(Group(*parts), (0, 0, 1, 3))))
 
     coverage = report.coverage
     if coverage.skipped or coverage.missing or coverage.warnings:
@@ -87,3 +99,17 @@ def render_terminal(report: Report, console: Console) -> None:
             console.print(Text("– ", style="dim") + clean(f"{missing} ({words['files_missing'].lower()})"))
         for warning in coverage.warnings:
             console.print(Text("! ", style="yellow") + clean(warning))
+
+
+def _why(finding, words: dict[str, str]) -> Group:
+    lines = [Text(f"{words['why_fired']}: {finding.trace.rule} ({finding.trace.pack}: {finding.trace.rule_file})", style="bold")]
+    for condition in finding.trace.conditions:
+        if condition.negated:
+            lines.append(clean(f"  ✓ not {condition.family}: no fact matches"))
+            continue
+        lines.append(clean(f"  {condition.alias} = {condition.fact}  ← {'; '.join(condition.sources)}"))
+        for check in condition.checks:
+            value = "unknown" if check.actual is None else fmt_value(check.actual)
+            lines.append(clean(f"    {'✓' if check.holds else '✗'} {check.test}  ({value})"))
+    lines += [clean(f"  {line}") for line in chain_lines(finding)]
+    return Group(*lines)

@@ -1,0 +1,53 @@
+"""``advisor explain ID PATH``: why a rule fired on a profile, or which condition stopped it, with the values."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from advisor.engine.evaluate import ConditionResult, explain_firing, explain_rule
+from advisor.engine.session import Firing
+from advisor.facts.models import Fact
+from advisor.render.common import fmt_value, strip_control
+from advisor.rulebook import Rule
+
+_MAX_FIRINGS_SHOWN = 5
+
+
+def explain_lines(rule: Rule, firings: Sequence[Firing], facts: Sequence[Fact]) -> list[str]:
+    """The explanation as lines of plain text (input-derived text has control characters removed)."""
+    mine = [f for f in firings if f.rule_id == rule.id]
+    lines = [f"{rule.id} ({rule.pack}: {rule.shown_path}): {rule.spec.title.en}"]
+    if mine:
+        lines.append(f"FIRED {len(mine)} time(s)" + (f"; the first {_MAX_FIRINGS_SHOWN}:" if len(mine) > _MAX_FIRINGS_SHOWN else ":"))
+        derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
+        for number, firing in enumerate(mine[:_MAX_FIRINGS_SHOWN], 1):
+            lines.append(f"  firing {number}:")
+            lines += [f"    {line}" for result in explain_firing(rule.spec, firing.matched, facts) for line in _condition_lines(result)]
+            for fact in firing.matched.values():
+                if fact.id in derived_by:
+                    lines.append(f"    {fact.id} was derived by {derived_by[fact.id].rule_id} from "
+                                 f"{', '.join(f.id for f in derived_by[fact.id].matched.values())}")
+        return lines
+    lines.append("DID NOT FIRE")
+    groups = explain_rule(rule.spec, facts)
+    for index, group in enumerate(groups, 1):
+        if len(groups) > 1:
+            lines.append(f"  alternative {index}:")
+        for result in group.conditions:
+            lines += [f"    {line}" for line in _condition_lines(result)]
+    return lines
+
+
+def _condition_lines(result: ConditionResult) -> list[str]:
+    mark = "✓" if result.holds else "✗"
+    if result.negated:
+        return [f"{mark} not {result.family}: {result.summary()}"]
+    if result.fact is None:
+        return [f"{mark} {result.alias} ({result.family}): {result.summary()}"]
+    lines = [f"{mark} {result.alias} = {result.fact.id}  [{'; '.join(result.fact.sources)}]"]
+    for check in result.checks:
+        actual = "unknown" if check.actual is None else fmt_value(check.actual)
+        lines.append(f"    {'✓' if check.holds else '✗'} {check.describe()}  (value: {actual})")
+    if not result.checks:
+        lines.append(f"    ✓ any {result.family} fact")
+    return [strip_control(line) for line in lines]
