@@ -53,3 +53,18 @@ def test_installed_wheel_diagnoses_without_the_source_tree(wheel, tmp_path):
     assert facts["file"].startswith(str(unpacked))
     assert facts["rules"] == str(unpacked / "advisor" / "_data" / "rules")
     assert facts["bottleneck"] == "communication" and facts["findings"] >= 2
+
+
+def test_installed_wheel_lints_and_documents_its_own_rules(wheel, tmp_path):
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    env = {**os.environ, "PYTHONPATH": str(unpacked)}
+    lint = subprocess.run([sys.executable, "-m", "advisor", "rules", "lint"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False)
+    assert lint.returncode == 0 and lint.stdout.startswith("0 problem(s) in "), lint.stdout + lint.stderr
+    docs = subprocess.run([sys.executable, "-m", "advisor", "rules", "docs", "-o", str(tmp_path / "docs")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, check=False)
+    assert docs.returncode == 0, docs.stderr
+    assert (tmp_path / "docs" / "rules" / "host.online_compilation.md").read_text(encoding="utf-8") == (
+        ROOT / "docs" / "rules" / "rules" / "host.online_compilation.md"
+    ).read_text(encoding="utf-8")
