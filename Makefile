@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXAMPLE := examples/ascend-level1-2ranks
 
-.PHONY: demo test schema docs clean
+.PHONY: demo test schema docs screenshot clean
 
 $(BIN)/advisor: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ test: $(BIN)/advisor
 
 schema: $(BIN)/advisor
 	$(BIN)/python -c "from advisor.report import write_schema; write_schema()"
+
+screenshot: $(BIN)/advisor
+	$(BIN)/python docs/img/screenshot.py
 
 docs: $(BIN)/advisor
 	$(BIN)/python -c "from advisor.facts.catalogue import catalogue_markdown; open('docs/facts.md', 'w').write(catalogue_markdown())"

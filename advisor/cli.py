@@ -337,11 +337,25 @@ def main() -> None:
 
 
 def _run_with_progress(path: Path, lang: str, user: UserContext, book) -> Report:
+    """Diagnose; on a terminal, show which file is being read (never on a pipe, so JSON stays clean)."""
+    from advisor.ingest.ascend import PROGRESS
+
     stderr = Console(stderr=True)
-    if stderr.is_terminal:
-        with stderr.status(f"Diagnosing {path} …"):
+    if not stderr.is_terminal:
+        return diagnose(path, lang=lang, context=user, rulebook=book)
+    read = {"files": 0, "bytes": 0}
+    with stderr.status(f"Diagnosing {path} …") as status:
+
+        def show(file: str, size: int) -> None:
+            read["files"] += 1
+            read["bytes"] += size
+            status.update(f"Reading {file} ({size / 1e6:,.1f} MB; file {read['files']}, {read['bytes'] / 1e6:,.0f} MB so far) …")
+
+        token = PROGRESS.set(show)
+        try:
             return diagnose(path, lang=lang, context=user, rulebook=book)
-    return diagnose(path, lang=lang, context=user, rulebook=book)
+        finally:
+            PROGRESS.reset(token)
 
 
 def _resolve_format(fmt: OutputFormat | None, output: Path | None) -> OutputFormat:

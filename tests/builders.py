@@ -312,3 +312,23 @@ def skipped_reason(parent: Path, relative: str, content: bytes) -> tuple[str, st
     (rank_dir / relative).write_bytes(content)
     (skipped,) = load_profile(parent).coverage.skipped
     return skipped.file, skipped.reason
+
+
+EVERY_CATEGORY_ENV = ["ASCEND_LAUNCH_BLOCKING=1", "TASK_QUEUE_ENABLE=1"]
+EVERY_CATEGORY_CONTEXT = "device_memory_gb: 7.5\n"  # the process peaks at 7000 MB: 91 % of the device
+
+
+def build_every_category(parent: Path) -> Path:
+    """A two-rank job with a problem in every category a full profile can show (all but 'profiling').
+
+    Rank 0 idles longer than rank 1 (uneven ranks), both compile online, synchronise, collect garbage,
+    wait for the DataLoader, reorganise the allocator twice per step, mostly wait inside collectives over
+    a slow link; diagnose it with ``--env`` EVERY_CATEGORY_ENV and a ``--context`` of EVERY_CATEGORY_CONTEXT.
+    """
+    for rank, free in ((0, 900.0), (1, 400.0)):
+        build_rank(parent, RankSpec(
+            rank=rank, rank_id=str(rank), steps=[StepRow(5, 1344.32, 1921.46, free, 66.46), StepRow(6, 1344.32, 1921.46, free, 66.46)],
+            compiles_per_step=2, syncs_per_step=3, gc_us=100.0, dataloader_us=400.0, reserved_drops_per_step=2,
+            comm_transit_share=0.3, comm_size_mb=8.0,
+        ))
+    return parent

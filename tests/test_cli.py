@@ -169,3 +169,28 @@ def test_rules_test_runs_every_embedded_case():
     assert result.stdout.rstrip().endswith("0 failed")
     selected = advisor("rules", "test", "-k", "bottleneck.host")
     assert selected.returncode == 0 and selected.stdout.rstrip().endswith("2 passed, 0 failed")
+
+
+def test_progress_shows_each_file_on_a_terminal_and_nothing_on_a_pipe(tmp_path):
+    import pty
+
+    controller, terminal = pty.openpty()
+    environment = {**os.environ, "LANG": "C.UTF-8", "LC_ALL": "", "TERM": "xterm", "COLUMNS": "200"}
+    result = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(REAL), "-f", "json"], stdout=subprocess.PIPE,
+                            stderr=terminal, env=environment, timeout=120, check=False)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert result.returncode == 0
+    assert b"Reading rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/" in shown
+    json.loads(result.stdout)  # the report on stdout is untouched by the progress display
+    piped = advisor("diagnose", str(REAL), "-f", "json")
+    assert piped.stderr == "" and json.loads(piped.stdout)["schema_version"] == 1

@@ -20,3 +20,17 @@ def test_fact_catalogue_doc_is_generated_from_the_models():
     from advisor.facts.catalogue import catalogue_markdown
 
     assert (DOCS / "facts.md").read_text(encoding="utf-8") == catalogue_markdown(), "run `make docs`"
+
+
+def test_readme_markdown_excerpt_matches_todays_report():
+    import advisor
+    from advisor.render import render_markdown
+
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    quoted = "\n".join(line[2:] if line.startswith("> ") else "" for line in readme.splitlines() if line.startswith(">"))
+    blocks = [" ".join(block.split()) for block in quoted.split("\n\n") if block.strip()]
+    assert len(blocks) >= 5
+    report = render_markdown(advisor.diagnose(DOCS.parent / "examples" / "ascend-level1-2ranks"))
+    flat = " ".join(report.split())
+    for block in blocks:
+        assert block in flat, f"README excerpt is out of date: {block[:80]}…"

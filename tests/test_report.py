@@ -124,3 +124,38 @@ def test_hostile_operator_names_cannot_drive_the_terminal(tmp_path):
 def test_json_keeps_operator_names_verbatim(tmp_path):
     document = json.loads(render_json(_hostile_profile(tmp_path)))
     assert any(f["key"] == HOSTILE for f in document["findings"])
+
+
+def _markdown_tokens(markdown: str):
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").parse(markdown)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_markdown_structure_parses_as_a_tracker_would(lang):
+    """Headings, tables, balanced <details>, closed code fences, and no raw HTML but <details>/<summary>."""
+    report = advisor.diagnose(REAL, lang=lang)
+    markdown = render_markdown(report)
+    tokens = _markdown_tokens(markdown)
+    headings = [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings[0][0] == "h1" and sum(tag == "h2" for tag, _ in headings) >= 4
+    assert sum(tag == "h3" for tag, _ in headings) == len(report.findings)
+    for finding, (_, title) in zip(report.findings, [h for h in headings if h[0] == "h3"]):
+        assert finding.title in title
+    assert sum(t.type == "table_open" for t in tokens) >= 3  # profile summary, step breakdown, operators, evidence
+    html = [t.content for t in tokens if t.type in ("html_block", "html_inline")]
+    tags = re.findall(r"</?([a-zA-Z]+)", "".join(html))
+    assert set(tags) <= {"details", "summary"}
+    assert tags.count("details") % 2 == 0 and markdown.count("<details>") == markdown.count("</details>")
+    fences = [t for t in tokens if t.type == "fence"]
+    assert fences and markdown.count("```") == 2 * len(fences)  # every fence closed, none swallowing the rest
+    assert all("\n## " not in fence.content for fence in fences)
+
+
+def test_hostile_names_keep_the_markdown_structure(tmp_path):
+    markdown = render_markdown(_hostile_profile(tmp_path))
+    tokens = _markdown_tokens(markdown)
+    html = "".join(t.content for t in tokens if t.type in ("html_block", "html_inline"))
+    assert set(re.findall(r"</?([a-zA-Z]+)", html)) <= {"details", "summary"}
+    assert not [t for t in tokens if t.type == "link_open"]

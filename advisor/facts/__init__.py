@@ -11,7 +11,14 @@ from advisor.facts.communication import communication_summary, transport_summary
 from advisor.facts.context import context_fact, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.host import dataloader_summary, host_summary
-from advisor.facts.memory import MAX_TIMES_LISTED, allocator_series, reserved_drops, reserved_unused_at_peak, top_allocators
+from advisor.facts.memory import (
+    MAX_TIMES_LISTED,
+    allocator_series,
+    reserved_drops,
+    reserved_unused_at_peak,
+    timeline,
+    top_allocators,
+)
 from advisor.facts.models import (
     FACT_FAMILIES,
     AllocationFact,
@@ -278,6 +285,7 @@ def _memory_facts(profile: Profile, rank: RankData, user: UserContext | None) ->
             windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
             drops = inside(reserved_drops(series), windows, "timestamp_us")["timestamp_us"]
             unused, unused_ratio = reserved_unused_at_peak(series)
+            line = timeline(series)
             records = rank.memory_record.frame
             app = records.loc[records["component"] == "APP", "reserved_mb"]
             sources = [f"{profile.shown(rank.memory_record.path)}[Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)]"]
@@ -311,6 +319,9 @@ def _memory_facts(profile: Profile, rank: RankData, user: UserContext | None) ->
                     hccl_reserved_mb=hccl,
                     capacity_mb=capacity,
                     peak_share_of_capacity=min(peak / capacity, 1.0) if capacity else None,
+                    timeline_us=[float(t) for t in line["timestamp_us"]],
+                    timeline_allocated_mb=[float(v) if v == v else 0.0 for v in line["allocated_mb"]],
+                    timeline_reserved_mb=[float(v) for v in line["reserved_mb"]],
                 )
             )
     if rank.operator_memory is not None:

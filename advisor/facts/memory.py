@@ -15,6 +15,16 @@ def allocator_series(records: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return component, rows.sort_values("timestamp_us", kind="stable")
 
 
+def timeline(series: pd.DataFrame, points: int = 240) -> pd.DataFrame:
+    """The allocator series cut into at most ``points`` equal time intervals, each keeping its maxima (peaks survive)."""
+    known = series.loc[series["timestamp_us"].notna()]
+    if len(known) <= points:
+        return known[["timestamp_us", "allocated_mb", "reserved_mb"]].reset_index(drop=True)
+    start, end = known["timestamp_us"].min(), known["timestamp_us"].max()
+    bucket = ((known["timestamp_us"] - start) / max(end - start, 1e-9) * (points - 1)).round().astype("int64")
+    return known.groupby(bucket, sort=True)[["timestamp_us", "allocated_mb", "reserved_mb"]].max().reset_index(drop=True)
+
+
 def reserved_drops(series: pd.DataFrame) -> pd.DataFrame:
     """The records at which Total Reserved fell: the allocator gave cached blocks back to the device."""
     return series.loc[series["reserved_mb"].diff() < 0]

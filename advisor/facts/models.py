@@ -187,6 +187,15 @@ class MemoryFact(Fact):
     peak_share_of_capacity: Ratio | None = Field(
         None, description="Peak device memory (process peak, else allocator peak) / capacity_mb, capped at 1."
     )
+    timeline_us: list[float] = Field(
+        default_factory=list, description="Times of the memory timeline (µs, local Unix time), at most 240 points."
+    )
+    timeline_allocated_mb: list[float] = Field(
+        default_factory=list, description="Total Allocated at each timeline point (the maximum within its interval), MB."
+    )
+    timeline_reserved_mb: list[float] = Field(
+        default_factory=list, description="Total Reserved at each timeline point (the maximum within its interval), MB."
+    )
 
 
 class AllocationFact(Fact):

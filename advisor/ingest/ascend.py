@@ -6,6 +6,7 @@ skipped with the reason, and reading carries on with the rest.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +78,9 @@ MODULE_MEMORY_COLUMNS = (
 
 T = TypeVar("T")
 
+# Called with (file as shown in reports, size in bytes) before each file is parsed; set by the CLI on a TTY.
+PROGRESS: contextvars.ContextVar[Callable[[str, int], None] | None] = contextvars.ContextVar("PROGRESS", default=None)
+
 
 def rank_id_from_dir(rank_dir: Path) -> int | None:
     """The rank a directory belongs to, from its ``profiler_info_{rank}.json`` file name or content."""
@@ -123,6 +127,17 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     return data
 
 
+def report_progress(shown: str, path: Path) -> None:
+    """Tell the current progress listener (if any) which file is being read and how big it is."""
+    listener = PROGRESS.get()
+    if listener is not None:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        listener(shown, size)
+
+
 class _Reader:
     """Runs one file reader, recording the outcome (read, missing, skipped) in the coverage."""
 
@@ -140,6 +155,7 @@ class _Reader:
             self.coverage.skip(shown, "is not a regular file")
             return None
         warnings: list[str] = []
+        report_progress(shown, path)
         try:
             result = parse(path, warnings)
         except FileProblem as exc:

@@ -14,6 +14,7 @@ from functools import lru_cache
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from advisor.render.charts import Chart, report_charts
 from advisor.render.common import (
     chain_lines,
     condition_rows,
@@ -43,7 +44,18 @@ def render_html(report: Report) -> str:
     """The report as one self-contained HTML file (inline CSS, no scripts, no network)."""
     template = _environment("html").get_template("report.html.j2")
     css = (data_dir("reports") / "report.css").read_text(encoding="utf-8")
-    return template.render(css=Markup(css), **_context(report))
+    context = _context(report)
+    charts = report_charts(report, context["L"])
+    return template.render(css=Markup(css), charts=charts, chart=lambda key: _figure(charts.get(key)), **context)
+
+
+def _figure(chart: Chart | None) -> Markup:
+    """A chart as an <img> of its SVG (a data URI: no network, no ids clashing between charts)."""
+    if chart is None:
+        return Markup("")
+    return Markup(
+        '<figure class="chart" data-chart="{key}"><img src="{src}" alt="{alt}"><figcaption>{title}</figcaption></figure>'
+    ).format(key=chart.key, src=chart.data_uri, alt=chart.description, title=chart.title)
 
 
 def md_escape(text: str) -> str:
