@@ -115,6 +115,7 @@ def prescription(entry: KnowledgeEntry, lang: Lang) -> Prescription:
         id=entry.id,
         title=entry.title.get(lang),
         problem=collapse(entry.problem.get(lang)),
+        applies_to=_preconditions(entry),
         actions=[collapse(a.get(lang)) for a in entry.actions],
         env=dict(entry.env),
         code=CodeChange(**entry.code.model_dump()) if entry.code else None,
@@ -234,6 +235,16 @@ def _evidence(firing: Firing) -> dict[str, Any]:
             if isinstance(value, (bool, int, float, str)):  # lists stay in the report's facts
                 evidence[f"{alias}.{field}"] = value
     return evidence
+
+
+def _preconditions(entry: KnowledgeEntry) -> list[str]:
+    applies = entry.applies_to
+    return [
+        *applies.hardware,
+        *applies.frameworks,
+        *(f"{component} {versions}" for component, versions in applies.versions.items()),
+        *applies.modes,
+    ]
 
 
 def _reference(reference) -> str:

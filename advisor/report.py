@@ -95,6 +95,9 @@ class Prescription(_Model):
     id: str
     title: str
     problem: str
+    applies_to: list[str] = Field(
+        default_factory=list, description="Preconditions: hardware, frameworks, versions and modes it is valid for."
+    )
     actions: list[str]
     env: dict[str, str] = Field(default_factory=dict)
     code: CodeChange | None = None

@@ -74,9 +74,21 @@ def render_terminal(report: Report, console: Console, explain: bool = False) -> 
                           fmt_us(op.total_us_per_step), fmt_pct(op.share_of_compute))
         console.print(table)
 
-    console.print(Text(words["findings"], style="bold underline"))
     if not report.findings:
+        console.print(Text(words["findings"], style="bold underline"))
         console.print(words["no_findings_partial" if report.status != "complete" else "no_findings"])
+    else:
+        table = Table(title=words["findings"], title_justify="left")
+        table.add_column("#", justify="right")
+        table.add_column(words["severity"])
+        table.add_column(words["finding"], overflow="fold", ratio=3)
+        table.add_column(words["gain"], justify="right")
+        table.add_column(words["ranks"], overflow="fold", max_width=12)
+        for index, finding in enumerate(report.findings, 1):
+            title = Text(finding.title) + (Text(": ") + clean(finding.key) if finding.key else Text(""))
+            table.add_row(str(index), Text(words[f"severity_{finding.severity}"], style=_SEVERITY_STYLE[finding.severity]),
+                          title, _short_gain(finding, words), ", ".join(map(str, finding.ranks)) or "–")
+        console.print(table)
     for index, finding in enumerate(report.findings, 1):
         severity = Text(words[f"severity_{finding.severity}"].upper(), style=_SEVERITY_STYLE[finding.severity])
         title = Text(f"{index}. ") + severity + Text(" ") + Text(finding.title, style="bold")
@@ -99,6 +111,13 @@ def render_terminal(report: Report, console: Console, explain: bool = False) -> 
             console.print(Text("– ", style="dim") + clean(f"{missing} ({words['files_missing'].lower()})"))
         for warning in coverage.warnings:
             console.print(Text("! ", style="yellow") + clean(warning))
+
+
+def _short_gain(finding, words: dict[str, str]) -> str:
+    if finding.estimated_gain_us is None:
+        return words["gain_unknown"]
+    share = f" ({fmt_pct(finding.estimated_gain_ratio)})" if finding.estimated_gain_ratio is not None else ""
+    return f"{fmt_us(finding.estimated_gain_us)}{share}"
 
 
 def _why(finding, words: dict[str, str]) -> Group:
