@@ -312,6 +312,113 @@ def explain_command(
             typer.echo(line)
 
 
+plan_app = typer.Typer(help="Planners: concrete settings computed from shapes, sizes and measured times.", no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
+
+
+@plan_app.command("mc2")
+def plan_mc2_command(
+    m: Annotated[int, typer.Option("--m", help="Rows of the left matrix [M, K].")],
+    k: Annotated[int, typer.Option("--k", help="The shared axis K.")],
+    n: Annotated[int, typer.Option("--n", help="Columns of the right matrix [K, N].")],
+    matmul_us: Annotated[float, typer.Option("--matmul-us", help="Measured un-fused MatMul time, µs.")],
+    comm_us: Annotated[Optional[float], typer.Option("--comm-us", help="Measured un-fused AllReduce time, µs.")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="fp16, bf16, fp32 or int8.")] = "fp16",
+    ranks: Annotated[int, typer.Option("--ranks", help="Ranks in the communication group.")] = 8,
+    factor: Annotated[float, typer.Option("--factor", help="Contention factor on the short block's times.")] = 1.15,
+    short: Annotated[Optional[int], typer.Option("--short", help="Override the short block length.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Tile a MatmulAllReduce along M so MatMul and AllReduce overlap (seed 001's procedure)."""
+    from advisor.planners.mc2 import plan_mc2
+
+    with _guard(False):
+        plan = _planned(lambda: plan_mc2(m, k, n, dtype=dtype, ranks=ranks, matmul_us=matmul_us, comm_us=comm_us,
+                                         factor=factor, short=short))
+        if as_json:
+            _print_json({**_fields(plan), "predicted_gain_us": plan.predicted_gain_us, "predicted_gain_ratio": plan.predicted_gain_ratio})
+            return
+        typer.echo(f"bound: {plan.bound} (MatMul {matmul_us:,.0f} µs, AllReduce {plan.serial_us - matmul_us:,.0f} µs)")
+        typer.echo("short-block candidates: " + ", ".join(f"{k}={v}" for k, v in plan.candidates.items())
+                   + f" → {plan.short_initial}")
+        typer.echo(f"short block: AllReduce {plan.short_comm_us:,.1f} µs, MatMul {plan.short_mm_us:,.1f} µs (×{factor})")
+        typer.echo(f"long block before alignment: {plan.long_exact:,.1f} rows")
+        typer.echo(f"tiles: {{{', '.join(map(str, plan.tiles))}}}")
+        typer.echo(f"predicted fused time: {plan.predicted_fused_us:,.0f} µs of {plan.serial_us:,.0f} µs serial "
+                   f"(gain {plan.predicted_gain_us:,.0f} µs, {plan.predicted_gain_ratio:.1%}); measure it, splitting inflates chunks")
+        for note in plan.notes:
+            typer.echo(f"note: {note}")
+
+
+@plan_app.command("hccl-buffsize")
+def plan_hccl_command(
+    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Samples per micro-batch per card.")],
+    sequence_length: Annotated[int, typer.Option("--seq-len", help="Tokens per sample.")],
+    hidden_size: Annotated[int, typer.Option("--hidden", help="Hidden size.")],
+    dtype: Annotated[str, typer.Option("--dtype", help="fp16, bf16, fp32, fp8 or int8.")] = "bf16",
+    current: Annotated[int, typer.Option("--current", help="The HCCL_BUFFSIZE in use, MB.")] = 200,
+    communicators: Annotated[Optional[int], typer.Option("--communicators", help="Communication groups per rank.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """HCCL_BUFFSIZE from the size of one micro-batch activation (seed 003)."""
+    from advisor.planners.hccl import DTYPE_BYTES, plan_buffsize
+
+    with _guard(False):
+        if dtype not in DTYPE_BYTES:
+            raise errors.InputError(f"unknown dtype {dtype!r}; one of {', '.join(DTYPE_BYTES)}")
+        plan = _planned(lambda: plan_buffsize(micro_batch, sequence_length, hidden_size, DTYPE_BYTES[dtype], current, communicators))
+        if as_json:
+            _print_json(_fields(plan))
+            return
+        typer.echo(f"HCCL_BUFFSIZE={plan.recommended_mb}")
+        typer.echo(plan.explain())
+
+
+@plan_app.command("parallel")
+def plan_parallel_command(
+    params_b: Annotated[float, typer.Option("--params-b", help="Model parameters, billions.")],
+    memory_gb: Annotated[float, typer.Option("--memory-gb", help="Device memory per card, GB.")],
+    cards_per_node: Annotated[int, typer.Option("--cards-per-node", help="NPUs per server.")] = 8,
+    nodes: Annotated[int, typer.Option("--nodes", help="Servers available.")] = 1,
+    activation_gb: Annotated[float, typer.Option("--activation-gb", help="Activations of one micro-batch without parallelism, GB.")] = 0.0,
+    as_json: JsonOption = False,
+) -> None:
+    """TP, PP, DP, ZeRO-1 and recomputation from model size and hardware (seed 003's order of decisions)."""
+    from advisor.planners.parallel import plan_parallel
+
+    with _guard(False):
+        plan = _planned(lambda: plan_parallel(params_b, memory_gb, cards_per_node, nodes, activation_gb))
+        if as_json:
+            _print_json({**_fields(plan), "layout": _fields(plan.layout)})
+            return
+        layout = plan.layout
+        typer.echo(f"TP={layout.tp} PP={layout.pp} DP={layout.dp} ZeRO-1={'on' if layout.zero1 else 'off'} "
+                   f"recompute={'on' if layout.recompute else 'off'}: {plan.per_card_gb:,.1f} GB per card of "
+                   f"{plan.usable_gb:,.1f} GB usable{'' if plan.fits else ' (does not fit)'}")
+        for reason in plan.reasons:
+            typer.echo(f"- {reason}")
+
+
+def _planned(build):
+    try:
+        return build()
+    except ValueError as exc:
+        raise errors.InputError(str(exc)) from exc
+
+
+def _fields(value) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
+def _print_json(data: dict) -> None:
+    import json
+
+    typer.echo(json.dumps(data, indent=2, default=lambda v: _fields(v), ensure_ascii=False))
+
+
 def _rulebook(packs: list[Path] | None, skip_broken: bool = False):
     """The built-in and installed rules, plus ``packs`` (broken packs skipped, or an error)."""
     from advisor.diagnose import default_rulebook
