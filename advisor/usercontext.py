@@ -40,6 +40,13 @@ class ModelSettings(BaseModel):
     expert_parallel: int | None = Field(None, ge=1, description="EP degree.")
     cards_per_node: int | None = Field(None, ge=1, description="NPUs per server.")
     device_memory_gb: float | None = Field(None, gt=0, description="Memory per device, GB.")
+    parameters_billion: float | None = Field(None, gt=0, description="Model parameters, billions.")
+    chip: Literal["Atlas A2", "Atlas A3", "Atlas 300I Duo", "Atlas 800I A2", "Atlas 900 A2", "other"] | None = Field(
+        None, description="The NPU generation (the profile's PMU columns cannot tell A2 from A3)."
+    )
+    execution_mode: Literal["eager", "torch-compile", "torchair-reduce-overhead", "torchair-max-autotune", "ge-graph"] | None = (
+        Field(None, description="How the model runs: eager, torch.compile, TorchAir modes, or GE graph mode.")
+    )
 
 
 @dataclass

@@ -23,6 +23,8 @@ class Kernel:
     op_type: str
     core: str
     duration_us: float
+    shapes: str = "4096,1024;4096,1024"
+    dtypes: str = "FLOAT16;FLOAT16"
 
 
 @dataclass
@@ -152,7 +154,7 @@ def _kernel_details(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
     header = ["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)",
               spec.block_header]
     if not level0:
-        header += ["Input Shapes", "aic_mac_ratio", "aiv_vec_ratio"]
+        header += ["Input Shapes", "Input Data Types", "aic_mac_ratio", "aiv_vec_ratio"]
     rows = []
     for k in spec.kernels:
         core = spec.comm_core if k.core == "COMMUNICATION" else k.core
@@ -162,7 +164,7 @@ def _kernel_details(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
         row: list[object] = ["" if not spec.with_step_info else k.step, k.name, op_type, core, start,
                              f"{k.duration_us:.3f}", "0", 20]
         if not level0:
-            row += ['"4096,1024;4096,1024"', "0.78", "0.0"]
+            row += [f'"{k.shapes}"', k.dtypes, "0.78", "0.0"]
         rows.append(row)
     if not spec.with_step_info:
         header, rows = header[1:], [r[1:] for r in rows]

@@ -30,14 +30,17 @@ from advisor.facts.models import (
     EnvironmentFact,
     Fact,
     HostFact,
+    Mc2Fact,
     MemoryFact,
     ModelFact,
     OperatorFact,
+    SequenceFact,
     SpreadFact,
     StepFact,
     TransportFact,
 )
 from advisor.facts.operators import compute_kernels, in_steps, operator_stats, operator_stats_from_statistic
+from advisor.facts.sequences import device_timeline, kernel_pairs, matmul_collective_pairs
 from advisor.facts.steps import (
     RATIO_COLUMNS,
     TIME_COLUMNS,
@@ -48,6 +51,8 @@ from advisor.facts.steps import (
 )
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.ingest import Profile, RankData
+from advisor.planners.hccl import DTYPE_BYTES, buffsize_mb
+from advisor.planners.mc2 import plan_mc2
 from advisor.usercontext import UserContext
 
 __all__ = [
@@ -102,6 +107,7 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
             rank_breakdowns.append(breakdown)
             out.facts.append(breakdown)
         out.facts.extend(_operator_facts(profile, rank, steps, breakdown))
+        out.facts.extend(_sequence_facts(profile, rank, steps, breakdown))
         out.facts.extend(_communication_facts(profile, rank, hardware))
         out.facts.extend(_memory_facts(profile, rank, user))
         out.facts.extend(_host_facts(profile, rank, breakdown))
@@ -111,7 +117,7 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
         out.facts.extend(_spread_facts(rank_breakdowns))
     out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile, user)]
     if user is not None and user.model is not None:
-        out.facts.insert(1, ModelFact(id="model", sources=[user.model_source], **user.model.model_dump()))
+        out.facts.insert(1, _model_fact(user))
     return out
 
 
@@ -238,6 +244,65 @@ def _operator_facts(
     return facts
 
 
+def _sequence_facts(
+    profile: Profile, rank: RankData, steps: list[StepFact], breakdown: BreakdownFact | None
+) -> list[Fact]:
+    if rank.kernels is None:
+        return []
+    step_numbers = [s.step for s in steps if s.step is not None]
+    timeline = device_timeline(in_steps(rank.kernels.frame, step_numbers))
+    if timeline.empty:
+        return []
+    step_count = len(step_numbers) or _distinct_steps(timeline)
+    step_time = breakdown.step_time_us if breakdown is not None and breakdown.step_time_us > 0 else None
+    path = profile.shown(rank.kernels.path)
+    facts: list[Fact] = []
+    for index, row in enumerate(kernel_pairs(timeline, step_count).to_dict("records")):
+        both = row["first_us_per_step"] + row["second_us_per_step"]
+        facts.append(
+            SequenceFact(
+                id=f"sequence:r{rank.rank}:{index + 1}",
+                sources=[f"{path}[Step Id,Type,Start Time(us),Duration(us)]"],
+                rank=rank.rank,
+                first_type=str(row["first_type"]),
+                second_type=str(row["second_type"]),
+                count_per_step=float(row["count_per_step"]),
+                first_us_per_step=float(row["first_us_per_step"]),
+                second_us_per_step=float(row["second_us_per_step"]),
+                share_of_step=min(both / step_time, 1.0) if step_time else None,
+            )
+        )
+    for row in matmul_collective_pairs(timeline, step_count).to_dict("records"):
+        facts.append(_mc2_fact(rank.rank, row, step_time, f"{path}[Type,Start Time(us),Duration(us),Input Shapes,Input Data Types]"))
+    return facts
+
+
+def _mc2_fact(rank: int, row: dict, step_time: float | None, source: str) -> Mc2Fact:
+    """An MC2 candidate with the tile plan where the planner applies (MatmulAllReduce with shapes)."""
+    matmul_us, comm_us, count = row["matmul_us"], row["comm_us"], row["count_per_step"]
+    dims = {key: (int(row[key]) if row[key] is not None and not pd.isna(row[key]) else None) for key in ("m", "k", "n")}
+    plan = None
+    if row["pattern"] == "matmul_all_reduce" and all(dims.values()) and matmul_us > 0 and comm_us > 0:
+        plan = plan_mc2(dims["m"], dims["k"], dims["n"], dtype=row["dtype"] or "fp16", matmul_us=matmul_us, comm_us=comm_us)
+    gain = max(plan.predicted_gain_us, 0.0) * count if plan else min(matmul_us, comm_us) * count
+    return Mc2Fact(
+        id=f"mc2:r{rank}:{row['pattern']}",
+        sources=[source],
+        rank=rank,
+        pattern=row["pattern"],
+        count_per_step=float(count),
+        matmul_us=float(matmul_us),
+        comm_us=float(comm_us),
+        dtype=row["dtype"],
+        bound="communication" if comm_us > matmul_us else "compute",
+        tiles=",".join(map(str, plan.tiles)) if plan else None,
+        predicted_fused_us=plan.predicted_fused_us if plan else None,
+        gain_us_per_step=float(gain),
+        gain_share_of_step=min(gain / step_time, 1.0) if step_time else None,
+        **dims,
+    )
+
+
 def _communication_facts(profile: Profile, rank: RankData, hardware: str | None) -> list[Fact]:
     if rank.communication is None:
         return []
@@ -354,7 +419,8 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
     facts: list[Fact] = [
         HostFact(id=f"host:r{rank.rank}", sources=[f"{path}[CANN, Python, Ascend Hardware, HostToDevice]"],
                  rank=rank.rank, steps=max(len(windows), 1), **summary,
-                 gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None)
+                 gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
+                 optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
     ]
     loading = dataloader_summary(trace.host, windows)
     if loading is not None:
@@ -376,9 +442,37 @@ def _environment_facts(profile: Profile, user: UserContext | None) -> list[Envir
     if user is not None:
         values.update(user.env)
     return [
-        EnvironmentFact(id=f"environment:{name}", sources=[source], name=name, value=value, is_set=bool(value.strip()))
+        EnvironmentFact(id=f"environment:{name}", sources=[source], name=name, value=value, is_set=bool(value.strip()),
+                        number=_number(value))
         for name, (value, source) in sorted(values.items())
     ]
+
+
+def _model_fact(user: UserContext) -> ModelFact:
+    """The user's settings plus what follows from them (TP across nodes, activation size, HCCL buffer)."""
+    settings = user.model
+    tp, cards = settings.tensor_parallel, settings.cards_per_node
+    activation = None
+    if settings.micro_batch_size and settings.sequence_length and settings.hidden_size:
+        dtype_bytes = DTYPE_BYTES.get(settings.dtype or "bf16", 2)
+        activation = settings.micro_batch_size * settings.sequence_length * settings.hidden_size * dtype_bytes / (1 << 20)
+    return ModelFact(
+        id="model",
+        sources=[user.model_source],
+        **settings.model_dump(),
+        tp_crosses_nodes=tp > cards if tp and cards else None,
+        activation_mb=activation,
+        hccl_buffsize_mb=buffsize_mb(settings.micro_batch_size, settings.sequence_length, settings.hidden_size,
+                                     DTYPE_BYTES.get(settings.dtype or "bf16", 2)) if activation else None,
+    )
+
+
+def _number(value: str) -> float | None:
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return None
+    return number if number == number and abs(number) != float("inf") else None
 
 
 def _distinct_steps(kernels: pd.DataFrame) -> int:

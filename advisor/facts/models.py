@@ -114,6 +114,49 @@ class OperatorFact(Fact):
     position: int = Field(ge=1, description="1 for the operator type with the most time on this rank, 2 next, …")
 
 
+class SequenceFact(Fact):
+    """Two operator types that run back to back on the device (consecutive kernels of a step), on one rank."""
+
+    family: ClassVar[str] = "sequence"
+    source: ClassVar[str] = "kernel_details.csv: Step Id, Type, Start Time(us), Duration(us) (the 150 pairs with the most time)"
+
+    rank: int = Field(ge=0, description="Rank.")
+    first_type: str = Field(description="Operator type of the earlier kernel.")
+    second_type: str = Field(description="Operator type of the kernel right after it.")
+    count_per_step: Micros = Field(description="How often the pair occurs per step.")
+    first_us_per_step: Micros = Field(description="Time of the first kernels of these pairs per step, µs.")
+    second_us_per_step: Micros = Field(description="Time of the second kernels of these pairs per step, µs.")
+    share_of_step: Ratio | None = Field(None, description="Both kernels' time / the rank's step time (capped at 1).")
+
+
+class Mc2Fact(Fact):
+    """A MatMul and a collective on its output (or input) running one after the other: what MC2 fuses (seed 001).
+
+    Times are means per occurrence. For MatMul→AllReduce with known shapes the MC2 tile planner gives the
+    tiles and the predicted fused time; otherwise the gain is the upper bound min(MatMul, collective).
+    """
+
+    family: ClassVar[str] = "mc2"
+    source: ClassVar[str] = "kernel_details.csv: Type, Start Time(us), Duration(us), Input Shapes, Input Data Types"
+
+    rank: int = Field(ge=0, description="Rank.")
+    pattern: Literal["matmul_all_reduce", "matmul_reduce_scatter", "all_gather_matmul"] = Field(
+        description="Which fused operator applies: MatmulAllReduce, MatmulReduceScatter or AllGatherMatmul."
+    )
+    count_per_step: Micros = Field(description="Occurrences per step.")
+    matmul_us: Micros = Field(description="Mean MatMul time per occurrence, µs.")
+    comm_us: Micros = Field(description="Mean collective time per occurrence, µs.")
+    m: int | None = Field(None, ge=1, description="M of the MatMul [M, K]×[K, N] (batch dimensions folded in).")
+    k: int | None = Field(None, ge=1, description="K of the MatMul.")
+    n: int | None = Field(None, ge=1, description="N of the MatMul.")
+    dtype: str | None = Field(None, description="fp16, bf16, fp32 or int8, from Input Data Types.")
+    bound: Literal["compute", "communication"] = Field(description="The longer of MatMul and collective.")
+    tiles: str | None = Field(None, description="The planner's split of M, e.g. '512,896,896,896,896' (MatmulAllReduce with shapes).")
+    predicted_fused_us: Micros | None = Field(None, description="The planner's predicted fused time per occurrence, µs.")
+    gain_us_per_step: Micros = Field(description="Predicted saving per step: (serial − fused) × count, or min(MatMul, collective) × count.")
+    gain_share_of_step: Ratio | None = Field(None, description="gain_us_per_step / the rank's step time (capped at 1).")
+
+
 class CommunicationFact(Fact):
     """Collective (or point-to-point) communication of one rank per step, split by what the time was spent on.
 
@@ -222,6 +265,7 @@ class EnvironmentFact(Fact):
     name: str = Field(description="Variable name, verbatim.")
     value: str = Field(description="Its value, verbatim ('' when unset).")
     is_set: bool = Field(description="Whether the value is non-empty.")
+    number: float | None = Field(None, description="The value as a number, when it is one.")
 
 
 class HostFact(Fact):
@@ -249,6 +293,7 @@ class HostFact(Fact):
     gc_us_per_step: Micros = Field(description="Their total time, µs.")
     gc_share_of_step: Ratio | None = Field(None, description="gc_us_per_step / the rank's step time (capped at 1).")
     optimizer_us_per_step: Micros = Field(description="Host time in Optimizer.step#… regions, µs.")
+    optimizer_share_of_step: Ratio | None = Field(None, description="optimizer_us_per_step / the rank's step time (capped at 1).")
     sync_batch_norm_calls_per_step: Micros = Field(description="Framework events named SyncBatchNorm.")
 
 
@@ -297,6 +342,12 @@ class ModelFact(Fact, ModelSettings):
     family: ClassVar[str] = "model"
     source: ClassVar[str] = "--context FILE.yaml"
 
+    tp_crosses_nodes: bool | None = Field(None, description="tensor_parallel > cards_per_node (both given).")
+    activation_mb: Micros | None = Field(
+        None, description="One micro-batch activation [b, s, h] in MiB (micro_batch_size, sequence_length, hidden_size, dtype; bf16 when unknown)."
+    )
+    hccl_buffsize_mb: int | None = Field(None, ge=1, description="Recommended HCCL_BUFFSIZE: activation_mb rounded up (seed 003).")
+
 
 class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
@@ -319,6 +370,8 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         StepFact,
         BreakdownFact,
         OperatorFact,
+        SequenceFact,
+        Mc2Fact,
         CommunicationFact,
         TransportFact,
         MemoryFact,

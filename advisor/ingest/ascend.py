@@ -17,8 +17,8 @@ import orjson
 from advisor.ingest.communication import parse_communication
 from advisor.ingest.csvtable import Column, read_csv_table
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData
-from advisor.ingest.trace import read_trace
 from advisor.ingest.paths import display_path
+from advisor.ingest.trace import read_trace
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _MAX_JSON_BYTES = 64 << 20
@@ -46,6 +46,8 @@ KERNEL_COLUMNS = (
     Column("accelerator_core", ("Accelerator Core",), "str"),
     Column("duration_us", ("Duration(us)",), "float", required=True),
     Column("start_us", ("Start Time(us)",), "float"),
+    Column("input_shapes", ("Input Shapes",), "str"),
+    Column("input_dtypes", ("Input Data Types",), "str"),
 )
 
 OP_STATISTIC_COLUMNS = (

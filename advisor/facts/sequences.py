@@ -1,0 +1,137 @@
+"""Kernel sequences: which operator types follow each other on the device, and MatMul–collective pairs.
+
+Pure functions over kernel_details. The device timeline of a step is every kernel (compute and
+collective) ordered by start time; a *pair* is two consecutive kernels. Decomposed patterns show up
+as pairs (RMSNorm as Pow→ReduceMean→Add→Rsqrt→Mul, rotary embedding as Neg→ConcatD, a Linear layer as
+MatMul→Add), and a MatMul directly followed by an AllReduce of its output is what MC2 fuses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pandas as pd
+
+from advisor.facts.operators import COMMUNICATION_CORES
+
+MAX_PAIRS = 150
+MATMUL = re.compile(r"^(MatMul|BatchMatMul)", re.IGNORECASE)
+COLLECTIVES = {"allreduce": "all_reduce", "reducescatter": "reduce_scatter", "allgather": "all_gather"}
+_DTYPES = {"FLOAT16": "fp16", "DT_FLOAT16": "fp16", "BF16": "bf16", "DT_BF16": "bf16", "BFLOAT16": "bf16",
+           "FLOAT": "fp32", "FLOAT32": "fp32", "DT_FLOAT": "fp32", "INT8": "int8", "DT_INT8": "int8"}
+
+
+def device_timeline(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Every kernel with a start time, as (step, type, is_comm, collective, start_us, duration_us, shapes, dtypes), in order."""
+    if "start_us" not in kernels or kernels["start_us"].isna().all():
+        return pd.DataFrame(columns=["step", "type", "is_comm", "collective", "start_us", "duration_us", "shapes", "dtypes"])
+    rows = kernels.loc[kernels["start_us"].notna() & kernels["duration_us"].notna()]
+    core = rows["accelerator_core"].fillna("").str.upper() if "accelerator_core" in rows else pd.Series("", index=rows.index)
+    name = rows["name"].fillna("")
+    is_comm = core.isin(COMMUNICATION_CORES) | name.str.lower().str.startswith("hcom_")
+    op_type = rows["type"].where(rows["type"].notna() & (rows["type"] != ""), name) if "type" in rows else name
+    timeline = pd.DataFrame(
+        {
+            "step": pd.to_numeric(rows["step"], errors="coerce") if "step" in rows else pd.NA,
+            "type": op_type.astype(str),
+            "is_comm": is_comm,
+            "collective": [_collective(t) if c else None for t, c in zip(op_type.astype(str), is_comm)],
+            "start_us": rows["start_us"],
+            "duration_us": rows["duration_us"],
+            "shapes": rows["input_shapes"] if "input_shapes" in rows else pd.NA,
+            "dtypes": rows["input_dtypes"] if "input_dtypes" in rows else pd.NA,
+        }
+    )
+    return timeline.sort_values(["step", "start_us"], kind="stable", na_position="first").reset_index(drop=True)
+
+
+def kernel_pairs(timeline: pd.DataFrame, step_count: int, limit: int = MAX_PAIRS) -> pd.DataFrame:
+    """Consecutive (first, second) type pairs within a step: count and time per step, the most time first."""
+    columns = ["first_type", "second_type", "count_per_step", "first_us_per_step", "second_us_per_step"]
+    if len(timeline) < 2:
+        return pd.DataFrame(columns=columns)
+    following = timeline.shift(-1)
+    same_step = (timeline["step"] == following["step"]) | (timeline["step"].isna() & following["step"].isna())
+    pairs = pd.DataFrame(
+        {
+            "first_type": timeline["type"],
+            "second_type": following["type"],
+            "first_us": timeline["duration_us"],
+            "second_us": following["duration_us"],
+        }
+    ).loc[same_step.fillna(False) & following["type"].notna()]
+    per_step = max(step_count, 1)
+    grouped = pairs.groupby(["first_type", "second_type"], sort=False).agg(
+        count=("first_us", "size"), first_us=("first_us", "sum"), second_us=("second_us", "sum")
+    ).reset_index()
+    grouped["count_per_step"] = grouped["count"] / per_step
+    grouped["first_us_per_step"] = grouped["first_us"] / per_step
+    grouped["second_us_per_step"] = grouped["second_us"] / per_step
+    grouped["total"] = grouped["first_us"] + grouped["second_us"]
+    grouped = grouped.sort_values(["total", "first_type", "second_type"], ascending=[False, True, True], kind="stable")
+    return grouped.head(limit)[columns].reset_index(drop=True)
+
+
+def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int) -> pd.DataFrame:
+    """MC2 candidates: MatMul→AllReduce, MatMul→ReduceScatter and AllGather→MatMul, with times and the usual shape."""
+    columns = ["pattern", "count_per_step", "matmul_us", "comm_us", "m", "k", "n", "dtype"]
+    found: dict[str, list[tuple[float, float, str, str]]] = {}
+    records = timeline.to_dict("records")
+    for current, following in zip(records, records[1:]):
+        if current["step"] != following["step"] and not (pd.isna(current["step"]) and pd.isna(following["step"])):
+            continue
+        if not current["is_comm"] and MATMUL.match(current["type"]) and following["collective"] in ("all_reduce", "reduce_scatter"):
+            pattern, matmul, comm = f"matmul_{following['collective']}", current, following
+        elif current["collective"] == "all_gather" and not following["is_comm"] and MATMUL.match(following["type"]):
+            pattern, matmul, comm = "all_gather_matmul", following, current
+        else:
+            continue
+        found.setdefault(pattern, []).append(
+            (float(matmul["duration_us"]), float(comm["duration_us"]), str(matmul["shapes"] or ""), str(matmul["dtypes"] or ""))
+        )
+    rows = []
+    for pattern, items in sorted(found.items()):
+        shape_text, dtype_text = Counter((s, d) for _, _, s, d in items).most_common(1)[0][0]
+        m, k, n = _matmul_dims(shape_text)
+        rows.append(
+            {
+                "pattern": pattern,
+                "count_per_step": len(items) / max(step_count, 1),
+                "matmul_us": sum(i[0] for i in items) / len(items),
+                "comm_us": sum(i[1] for i in items) / len(items),
+                "m": m,
+                "k": k,
+                "n": n,
+                "dtype": _DTYPES.get(dtype_text.split(";")[0].strip().upper()),
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _collective(op_type: str) -> str | None:
+    key = re.sub(r"[^a-z]", "", op_type.lower())
+    return next((value for word, value in COLLECTIVES.items() if word in key), None)
+
+
+def _matmul_dims(shapes: str) -> tuple[int | None, int | None, int | None]:
+    """(M, K, N) from 'M,K;K,N' (2-D operands; a batch dimension of a 3-D left operand folds into M)."""
+    parts = [p for p in shapes.replace('"', "").split(";") if p.strip()]
+    if len(parts) < 2:
+        return None, None, None
+    try:
+        left = [int(v) for v in parts[0].split(",") if v.strip()]
+        right = [int(v) for v in parts[1].split(",") if v.strip()]
+    except ValueError:
+        return None, None, None
+    if len(left) < 2 or len(right) < 2:
+        return None, None, None
+    m = 1
+    for value in left[:-1]:
+        m *= value
+    k = left[-1]
+    if right[-2] == k:
+        return m, k, right[-1]
+    if right[-1] == k:  # the right operand is stored transposed, [N, K]
+        return m, k, right[-2]
+    return m, k, None
