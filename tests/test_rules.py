@@ -98,8 +98,10 @@ def test_a_valid_custom_rule_loads(tmp_path):
         (GOOD_WHEN.replace("share_of_compute: {gte: 0.3}", "type_source: kernel"), "'kernel' is not a possible value"),
         (GOOD_WHEN.replace("share_of_compute: {gte: 0.3}", "rank: {ref: b.rank}"), "'b', which is not an earlier condition"),
         (GOOD_WHEN + "    - not: {fact: bottleneck}\n", "'not' on the derived family 'bottleneck'"),
+        (GOOD_WHEN.replace("  all:\n", "  all:\n    - not: {fact: memory}\n"), "cannot start with 'not'"),
     ],
-    ids=["family", "field", "type", "impossible", "text-gt", "anchor", "escape", "literal", "join", "negated-derived"],
+    ids=["family", "field", "type", "impossible", "text-gt", "anchor", "escape", "literal", "join", "negated-derived",
+         "leading-not"],
 )
 def test_condition_mistakes_are_rejected(tmp_path, when, message):
     error = _load(tmp_path, _rule(when=when))

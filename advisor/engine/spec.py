@@ -234,6 +234,9 @@ def check_rule(spec: RuleSpec) -> tuple[list[str], CompiledExpressions | None]:
     aliases: dict[str, type[Fact]] = {}
     negated: list[str] = []
     for group_index, group in enumerate(spec.when.groups()):
+        if group and isinstance(group[0], NotCondition):
+            problems.append("when: a condition list cannot start with 'not' (durable-rules never fires it); "
+                            "put a positive fact condition first")
         defined: dict[str, type[Fact]] = {}
         for condition in group:
             inner = condition.not_ if isinstance(condition, NotCondition) else condition
