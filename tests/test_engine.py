@@ -345,10 +345,12 @@ explain: "x"
 
 PATTERNS = [r"abc", r"ab.*", r"a|b", r"(ab)+", r"a{2}", r"a{2,3}", r"[0-9]+", r"\d+", r"\w+", r"a\.b", r"a\*b", r"100%",
             r"[^a]b", r"(a|b)c", r"hcom_.*", r"MatMul(V2|V3)", r"[a-]+", r"[-a]+", r"a\-b", r"[\d.]+", r"a\$b", r"a\\b",
-            r"[\]]", r"x\(y\)", r"Index(Put)?(V2)?", r".*Grad", r"[A-Z][a-z]+V[0-9]"]
+            r"[\]]", r"x\(y\)", r"Index(Put)?(V2)?", r".*Grad", r"[A-Z][a-z]+V[0-9]", r"(ConcatD|Concat.*)",
+            r"(Add|AddV2|Muls|Mul|MaskedFill)", r"(SoftmaxV2|Softmax.*)", r".*(e|z).*", r"(Swish|Silu|SiLU)"]
 VALUES = ["abc", "abcd", "a", "b", "abab", "aa", "aaa", "123", "ab_1", "a.b", "a*b", "100%", "cb", "bc",
           "hcom_allReduce_", "MatMulV3", "a-a", "-a", "a-b", "1.5", "a$b", "a\\b", "]", "x(y)", "IndexPutV2", "ConvGrad",
-          "TransData", "MatmulV2", ""]
+          "TransData", "MatmulV2", "", "ConcatD", "ConcatV2", "Concat", "AddV2", "Muls", "MaskedFill", "SoftmaxV2",
+          "zebra", "Silu", "expandable_segments:True"]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -363,7 +365,8 @@ def test_translated_regex_matches_exactly_like_python_fullmatch(pattern):
 @pytest.mark.parametrize(
     ("pattern", "message"),
     [("^abc", "anchor"), ("abc$", "anchor"), ("(?i)abc", "(?…)"), (r"a\b", r"escape '\b'"), (r"\s+", r"escape '\s'"),
-     ("a*?", "lazy"), ("a{2,}", "open repetition"), ("[", "not a valid regular expression"), (r"(a)\1", r"escape '\1'")],
+     ("a*?", "lazy"), ("a{2,}", "open repetition"), ("[", "not a valid regular expression"), (r"(a)\1", r"escape '\1'"),
+     (".*(ex|zz).*", "alternation of multi-character branches after a repetition")],
 )
 def test_unsupported_regex_is_rejected_with_advice(pattern, message):
     with pytest.raises(UnsupportedRegex, match=re.escape(message)):

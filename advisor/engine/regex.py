@@ -44,6 +44,7 @@ class _Translator:
         self.pos = 0
         self.out: list[str] = []
         self.atom_open = False  # whether the last emitted token can take a quantifier
+        self.repeated = False  # whether a repetition came earlier in the pattern
 
     def run(self) -> str:
         while self.pos < len(self.src):
@@ -62,6 +63,8 @@ class _Translator:
                         "uses '(?…)' (flags, non-capturing or look-around groups), which the rule engine "
                         "cannot run; use a plain group '(…)', and the 'imatches' operator for case-insensitive"
                     )
+                if self.repeated:
+                    self._check_alternation()
                 self._emit("(", atom=False)
             elif ch == ")":
                 self._emit(")", atom=True)
@@ -80,6 +83,35 @@ class _Translator:
                 self._emit(ch, atom=True)
             self.pos += 1
         return "".join(self.out)
+
+    def _check_alternation(self) -> None:
+        """durable-rules mis-matches (or refuses) an alternation of multi-character branches after a repetition."""
+        depth, index, branches, current = 0, self.pos + 1, [], ""
+        while index < len(self.src):
+            ch = self.src[index]
+            if ch == "\\":
+                current += self.src[index : index + 2]
+                index += 2
+                continue
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif ch == "|" and depth == 0:
+                branches.append(current)
+                current = ""
+                index += 1
+                continue
+            current += ch
+            index += 1
+        branches.append(current)
+        if len(branches) > 1 and any(len(b.replace("\\", "")) > 1 for b in branches):
+            raise UnsupportedRegex(
+                "has an alternation of multi-character branches after a repetition ('*', '+' or '{m,n}'), which "
+                "the rule engine mis-matches; use an 'any:' of separate conditions, or start the pattern with the group"
+            )
 
     def _emit(self, text: str, atom: bool) -> None:
         self.out.append(text)
@@ -109,6 +141,7 @@ class _Translator:
             raise UnsupportedRegex(f"has the quantifier {ch!r} with nothing to repeat at position {self.pos}")
         if self.pos + 1 < len(self.src) and self.src[self.pos + 1] in "?+":
             raise UnsupportedRegex("uses a lazy or possessive quantifier, which the rule engine cannot run")
+        self.repeated = True
         self._emit(ch, atom=False)
 
     def _counted(self) -> None:
@@ -117,6 +150,7 @@ class _Translator:
             raise UnsupportedRegex(f"has a '{{' at position {self.pos} that is not a repetition count; write '\\{{'")
         if match.group(2) is not None and not match.group(3):
             raise UnsupportedRegex("uses an open repetition '{m,}'; write '{m,n}' or a '+'/'*' instead")
+        self.repeated = True
         self._emit(match.group(0), atom=False)
         self.pos = match.end() - 1
         if self.pos + 1 < len(self.src) and self.src[self.pos + 1] in "?+":
