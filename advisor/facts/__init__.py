@@ -30,6 +30,7 @@ from advisor.facts.models import (
     EnvironmentFact,
     Fact,
     HostFact,
+    LayoutFact,
     Mc2Fact,
     MemoryFact,
     ModelFact,
@@ -53,6 +54,7 @@ from advisor.facts.windows import inside, kernel_step_windows, profiler_step_win
 from advisor.ingest import Profile, RankData
 from advisor.planners.hccl import DTYPE_BYTES, buffsize_mb
 from advisor.planners.mc2 import plan_mc2
+from advisor.planners.parallel import plan_parallel
 from advisor.usercontext import UserContext
 
 __all__ = [
@@ -118,6 +120,9 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
     out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile, user)]
     if user is not None and user.model is not None:
         out.facts.insert(1, _model_fact(user))
+        layout = _layout_fact(user, len(profile.ranks))
+        if layout is not None:
+            out.facts.insert(2, layout)
     return out
 
 
@@ -464,6 +469,36 @@ def _model_fact(user: UserContext) -> ModelFact:
         activation_mb=activation,
         hccl_buffsize_mb=buffsize_mb(settings.micro_batch_size, settings.sequence_length, settings.hidden_size,
                                      DTYPE_BYTES.get(settings.dtype or "bf16", 2)) if activation else None,
+    )
+
+
+def _layout_fact(user: UserContext, rank_count: int) -> LayoutFact | None:
+    """The planner's layout for the model in --context, when its size, the device memory and cards per node are known."""
+    settings = user.model
+    if not (settings.parameters_billion and settings.device_memory_gb and settings.cards_per_node):
+        return None
+    degrees = (settings.tensor_parallel, settings.pipeline_parallel, settings.data_parallel)
+    ranks = degrees[0] * degrees[1] * degrees[2] if all(degrees) else rank_count
+    nodes = max(-(-ranks // settings.cards_per_node), 1)
+    plan = plan_parallel(settings.parameters_billion, settings.device_memory_gb, settings.cards_per_node, nodes)
+    layout = plan.layout
+    current = (settings.tensor_parallel, settings.pipeline_parallel)
+    return LayoutFact(
+        id="layout",
+        sources=[user.model_source],
+        nodes=nodes,
+        recommended_tp=layout.tp,
+        recommended_pp=layout.pp,
+        recommended_dp=layout.dp,
+        zero1=layout.zero1,
+        recompute=layout.recompute,
+        fits=plan.fits,
+        per_card_gb=plan.per_card_gb,
+        plan=f"TP={layout.tp} PP={layout.pp} DP={layout.dp}" + (" ZeRO-1" if layout.zero1 else "") + (" recompute" if layout.recompute else ""),
+        reasons="; ".join(plan.reasons),
+        current_tp=current[0],
+        current_pp=current[1],
+        matches=(current == (layout.tp, layout.pp)) if all(current) else None,
     )
 
 

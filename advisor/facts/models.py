@@ -349,6 +349,27 @@ class ModelFact(Fact, ModelSettings):
     hccl_buffsize_mb: int | None = Field(None, ge=1, description="Recommended HCCL_BUFFSIZE: activation_mb rounded up (seed 003).")
 
 
+class LayoutFact(Fact):
+    """The parallel layout seed 003's decision order gives for the model and hardware in --context, next to the one in use."""
+
+    family: ClassVar[str] = "layout"
+    source: ClassVar[str] = "--context (parameters_billion, device_memory_gb, cards_per_node, tensor/pipeline/data_parallel) and the rank count"
+
+    nodes: int = Field(ge=1, description="Servers: ranks (TP×PP×DP when given) / cards_per_node, rounded up.")
+    recommended_tp: int = Field(ge=1, description="Tensor-parallel size the planner chooses.")
+    recommended_pp: int = Field(ge=1, description="Pipeline stages the planner chooses.")
+    recommended_dp: int = Field(ge=1, description="Data-parallel size the planner chooses.")
+    zero1: bool = Field(description="Whether the plan needs ZeRO-1.")
+    recompute: bool = Field(description="Whether the plan needs selective recomputation.")
+    fits: bool = Field(description="Whether the estimated memory per card fits in 90 % of the device.")
+    per_card_gb: Micros = Field(description="Estimated memory per card of the plan, GB (16 bytes per parameter, see advisor plan parallel).")
+    plan: str = Field(description="The plan as text, e.g. 'TP=8 PP=3 DP=1'.")
+    reasons: str = Field(description="Why, step by step.")
+    current_tp: int | None = Field(None, ge=1, description="tensor_parallel in use (from --context).")
+    current_pp: int | None = Field(None, ge=1, description="pipeline_parallel in use (from --context).")
+    matches: bool | None = Field(None, description="Whether the TP and PP in use are the planner's (unknown without them).")
+
+
 class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
 
@@ -380,6 +401,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         DataLoaderFact,
         SpreadFact,
         ModelFact,
+        LayoutFact,
         BottleneckFact,
     )
 }
