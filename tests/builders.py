@@ -111,7 +111,7 @@ def _write_info(path: Path, spec: RankSpec) -> None:
     info = {
         "config": {
             "common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"], "record_shapes": True,
-                              "profile_memory": False, "with_stack": False},
+                              "profile_memory": "memory_record.csv" not in spec.omit, "with_stack": False},
             "experimental_config": {"_profiler_level": spec.level,
                                     "_aic_metrics": "ACL_AICORE_NONE" if spec.level == "Level0" else "ACL_AICORE_PIPE_UTILIZATION",
                                     "_export_type": ["text"]},

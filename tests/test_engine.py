@@ -398,3 +398,47 @@ def test_many_sessions_where_nothing_fires_do_not_corrupt_memory():
     code = STRESS.format(tests=str(Path(__file__).parent))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+ORDERED_JOIN = """
+id: test.ordered_join
+title: ordered join
+category: kernel-efficiency
+when:
+  all:
+    - {fact: operator, as: a, where: {op_type: MatMulV2}}
+    - {fact: operator, as: b, where: {op_type: Add, total_us_per_step: {gt: {ref: a.total_us_per_step}}}}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+"""
+
+ORDERED_STRESS = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_engine import ORDERED_JOIN, _rule, _operator
+from advisor.engine.session import RuleEngine
+with RuleEngine([_rule(ORDERED_JOIN)]) as engine:
+    for n in range(400):
+        a = _operator(id="a", op_type="MatMulV2", total_us_per_step=100.0)
+        quiet = engine.run([a, _operator(id="b", op_type="Add", total_us_per_step=100.0)])
+        fired = engine.run([a, _operator(id="b", op_type="Add", total_us_per_step=101.0)])
+        assert quiet == [] and len(fired) == 1, (quiet, fired)
+print("ok")
+"""
+
+
+def test_ordered_joins_between_facts_are_exact_and_do_not_crash_the_engine():
+    """durable-rules 2.0.28 segfaults when an ordered join is false; such joins are checked after the match."""
+    import subprocess
+    import sys
+
+    code = ORDERED_STRESS.format(tests=str(Path(__file__).parent))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (result.returncode, result.stderr[-2000:])
+
+
+def test_ordered_joins_inside_not_are_refused():
+    negated = ORDERED_JOIN.replace("    - {fact: operator, as: b,", "    - not: {fact: operator,")
+    spec = RuleSpec.model_validate(yaml.safe_load(negated))
+    problems, _ = check_rule(spec)
+    assert any("inside 'not'" in p for p in problems), problems

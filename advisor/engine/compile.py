@@ -41,9 +41,28 @@ def _fact_test(condition: FactCondition) -> dict[str, Any]:
     return {"$and": tests}
 
 
+def deferred_joins(spec: RuleSpec) -> list[tuple[str, str, str, Ref]]:
+    """(alias, field, op, ref) of every ordered or 'ne' comparison with another fact: checked after the match.
+
+    durable-rules 2.0.28 crashes (a segfault inside assert_fact) when such a join evaluates to false, so
+    these comparisons are left out of the engine's tests and applied to each activation instead; the
+    engine then matches a superset, which the check narrows to exactly the rule's matches.
+    """
+    joins = []
+    for group in spec.when.groups():
+        for condition in group:
+            if isinstance(condition, FactCondition):
+                for field, predicate in condition.where.items():
+                    joins.extend((condition.alias, field, op, operand) for op, operand in predicate.comparisons()
+                                 if isinstance(operand, Ref) and op != "eq")
+    return joins
+
+
 def _predicate(field: str, predicate: Predicate) -> list[dict[str, Any]]:
     tests: list[dict[str, Any]] = []
     for op, operand in predicate.comparisons():
+        if isinstance(operand, Ref) and op != "eq":
+            continue  # see deferred_joins
         value = {operand.alias: operand.field} if isinstance(operand, Ref) else operand
         if op == "eq":
             tests.append({field: value})

@@ -164,11 +164,12 @@ def _checks(condition: FactCondition, fact: Fact, bound: dict[str, Fact]) -> lis
         for op, operand in predicate.comparisons():
             expected = getattr(bound[operand.alias], operand.field, None) if isinstance(operand, Ref) and operand.alias in bound else operand
             shown = f"{operand.ref} ({_shown(expected)})" if isinstance(operand, Ref) else _shown(operand)
-            checks.append(Check(name, op, shown, actual, _holds(op, actual, expected)))
+            checks.append(Check(name, op, shown, actual, holds(op, actual, expected)))
     return checks
 
 
-def _holds(op: str, actual: Any, expected: Any) -> bool:
+def holds(op: str, actual: Any, expected: Any) -> bool:
+    """Whether ``actual op expected`` holds, with the engine's semantics for unknown values."""
     if op == "exists":
         return (actual is not None) == bool(expected)
     if actual is None or expected is None or isinstance(expected, Ref):

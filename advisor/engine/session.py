@@ -30,7 +30,8 @@ from typing import Any
 import durable_rules_engine as dre
 from pydantic import ValidationError
 
-from advisor.engine.compile import FAMILY_KEY, compile_rule
+from advisor.engine.compile import FAMILY_KEY, compile_rule, deferred_joins
+from advisor.engine.evaluate import holds
 from advisor.engine.encode import NotEncodable, encode
 from advisor.engine.expr import Expression, resolver
 from advisor.engine.spec import NotCondition
@@ -65,6 +66,7 @@ class RuleEngine:
     def __init__(self, rules: Sequence[Any]) -> None:
         """``rules`` are rulebook Rules (spec + compiled expressions)."""
         self._rules = {f"r{i}": rule for i, rule in enumerate(rules)}
+        self._joins = {name: deferred_joins(rule.spec) for name, rule in self._rules.items()}
         self._family_order = assertion_order(rules)
         self._handle: int | None = None
         if not self._rules:
@@ -197,6 +199,8 @@ class _Session:
             return
         rule = self.engine._rules[name]
         matched = {alias: self.facts[payload["id"]] for alias, payload in bindings.items()}
+        if not _joins_hold(self.engine._joins[name], matched):
+            return
         firing = Firing(rule_id=rule.id, matched=matched)
         self.firings.append(firing)
         derivation = rule.spec.then.assert_
@@ -224,6 +228,16 @@ class _Session:
     def close(self) -> None:
         if self.state is not None:
             dre.delete_state(self.handle, self.sid)
+
+
+def _joins_hold(joins, matched: dict[str, Fact]) -> bool:
+    """The deferred ordered/'ne' comparisons between the matched facts (see compile.deferred_joins)."""
+    for alias, field_name, op, ref in joins:
+        if alias not in matched or ref.alias not in matched:
+            continue  # a join of another 'any' alternative
+        if not holds(op, getattr(matched[alias], field_name, None), getattr(matched[ref.alias], ref.field, None)):
+            return False
+    return True
 
 
 def _engine_fields(fact: Fact) -> dict[str, Any]:

@@ -251,6 +251,9 @@ def check_rule(spec: RuleSpec) -> tuple[list[str], CompiledExpressions | None]:
                 problems.append(f"{where}: alias {inner.alias!r} is used twice; give one of them 'as: …'")
             if isinstance(condition, NotCondition):
                 negated.append(inner.fact)
+                if any(isinstance(o, Ref) and op != "eq" for p in inner.where.values() for op, o in p.comparisons()):
+                    problems.append(f"{where}: inside 'not', a field can only be compared with another fact by equality "
+                                    "(durable-rules cannot evaluate ordered joins there)")
                 if model.derived:
                     problems.append(
                         f"{where}: 'not' on the derived family {inner.fact!r} is unreliable (the engine cannot "
