@@ -82,6 +82,7 @@ class RankSpec:
     syncs_per_step: int = 1
     dataloader_us: float = 500.0
     gc_us: float = 0.0
+    kernel_spacing_us: float = 5000.0  # start-to-start distance of consecutive kernels in a step
 
 
 def build_rank(parent: Path, spec: RankSpec) -> Path:
@@ -129,9 +130,9 @@ STEP_SPACING_US = 100_000.0
 
 
 def kernel_start(spec: RankSpec, kernel: Kernel) -> float:
-    """Kernels of step s start at BASE + s × 100 ms, one every 5 ms in listed order."""
-    index = [k for k in spec.kernels if k.step == kernel.step].index(kernel)
-    return BASE_US + (kernel.step or 0) * STEP_SPACING_US + index * 5000.0
+    """Kernels of step s start at BASE + s × 100 ms, one every ``kernel_spacing_us`` (5 ms) in listed order."""
+    index = next(i for i, k in enumerate(k for k in spec.kernels if k.step == kernel.step) if k is kernel)
+    return BASE_US + (kernel.step or 0) * STEP_SPACING_US + index * spec.kernel_spacing_us
 
 
 def _step_trace(spec: RankSpec) -> tuple[list[str], list[list[object]]]:

@@ -1,0 +1,157 @@
+"""Each seed's case, built as a profile with its symptom, leads with the seed's prescription and parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from builders import Kernel, RankSpec, StepRow, build_rank
+
+from advisor.diagnose import diagnose
+from advisor.report import Report
+from advisor.usercontext import build_context
+
+# Five operator types of equal weight: no operator dominates, nothing else is wrong.
+EVEN = [
+    Kernel(step, f"op{i}", op_type, core, 800.0)
+    for step in (5, 6)
+    for i, (op_type, core) in enumerate(
+        [("MatMulV2", "AI_CORE"), ("Add", "AI_VECTOR_CORE"), ("Conv2D", "AI_CORE"), ("Mul", "AI_VECTOR_CORE"),
+         ("Cast", "AI_VECTOR_CORE")]
+    )
+]
+QUIET_HOST = {"syncs_per_step": 0, "dataloader_us": 50.0}
+
+
+def _steps(compute: float, comm: float, free: float, overlapped: float = 0.0) -> list[StepRow]:
+    return [StepRow(step, compute, comm, free, overlapped) for step in (5, 6)]
+
+
+def _diagnose(tmp_path: Path, spec: RankSpec, context: str | None = None) -> Report:
+    build_rank(tmp_path / "job", spec)
+    user = None
+    if context is not None:
+        path = tmp_path / "context.yaml"
+        path.write_text(context)
+        user = build_context([], [], path)
+    return diagnose(tmp_path / "job", context=user)
+
+
+def test_seed_000_bert_index_put_at_75_percent_of_compute(tmp_path):
+    kernels = [
+        Kernel(step, name, op_type, core, duration)
+        for step in (5, 6)
+        for name, op_type, core, duration in [
+            ("IndexPutV2_1", "IndexPutV2", "AI_CPU", 2500.0), ("IndexPutV2_2", "IndexPutV2", "AI_CPU", 2500.0),
+            ("IndexPutV2_3", "IndexPutV2", "AI_CPU", 2500.0), ("MatMulV2_1", "MatMulV2", "AI_CORE", 1500.0),
+            ("Add_1", "Add", "AI_VECTOR_CORE", 500.0), ("SoftmaxV2_1", "SoftmaxV2", "AI_VECTOR_CORE", 500.0),
+        ]
+    ]
+    report = _diagnose(tmp_path, RankSpec(steps=_steps(10000.0, 200.0, 300.0), kernels=kernels, **QUIET_HOST))
+    assert report.summary.bottleneck == "compute"
+    first = report.findings[0]
+    assert first.id == "affinity.index_put" and first.key == "IndexPutV2" and first.severity == "high"
+    assert first.prescriptions[0].id == "affinity.index_put_mask"
+    assert "75.0% of the rank's compute time" in first.explanation
+    assert "x * (~mask)" in " ".join(first.prescriptions[0].actions)
+
+
+def test_seed_001_matmul_all_reduce_gets_the_seed_tiles(tmp_path):
+    kernels = [
+        Kernel(step, name, op_type, core, duration, shapes=shapes, dtypes="FLOAT16;FLOAT16")
+        for step in (5, 6)
+        for name, op_type, core, duration, shapes in [
+            ("BatchMatMulV2_qkv", "BatchMatMulV2", "AI_CORE", 700.0, "4096,3072;3072,9216"),
+            ("FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 900.0, "4096,3072"),
+            ("RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 250.0, "4096,3072"),
+            ("SwiGlu", "SwiGlu", "AI_VECTOR_CORE", 400.0, "4096,8192"),
+            ("MatMulV2_out", "MatMulV2", "AI_CORE", 803.0, "4096,3072;3072,8192"),
+            ("hcom_allReduce__1", "hcom_allReduce_", "COMMUNICATION", 1071.0, "4096,8192"),
+        ]
+    ]
+    spec = RankSpec(steps=_steps(3053.0, 1071.0, 150.0), kernels=kernels, comm_size_mb=64.0, **QUIET_HOST)
+    report = _diagnose(tmp_path, spec)
+    first = report.findings[0]
+    assert first.id == "mc2.matmul_all_reduce" and first.prescriptions[0].id == "mc2.matmul_all_reduce"
+    assert "{512,896,896,896,896}" in first.explanation
+    assert "[4096, 3072] × [3072, 8192], fp16" in first.explanation
+    assert 550 < first.estimated_gain_us < 650  # 1874 µs serial − the planner's ~1283 µs fused
+    assert "communication.transfer_bound" not in {f.id for f in report.findings}  # MC2 is the specific fix
+
+
+def test_seed_002_short_kernels_on_a3_in_max_autotune(tmp_path):
+    kernels = [Kernel(step, f"k{i}", op_type, "AI_VECTOR_CORE", 3.0)
+               for step in (5, 6) for i, op_type in enumerate(["Mul", "Add", "Cast", "Muls", "Sub", "Div"] * 25)]
+    spec = RankSpec(steps=_steps(450.0, 50.0, 900.0), kernels=kernels, kernel_spacing_us=9.0, syncs_per_step=0,
+                    dataloader_us=10.0)
+    report = _diagnose(tmp_path, spec, context="chip: Atlas A3\nexecution_mode: torchair-max-autotune\n")
+    first = report.findings[0]
+    assert first.id == "superkernel.short_kernels"
+    assert [p.id for p in first.prescriptions] == ["superkernel.scope", "superkernel.options"]
+    assert "torchair.scope.super_kernel" in first.prescriptions[0].actions[0]
+    assert "superkernel.gate_unknown" not in {f.id for f in report.findings}
+
+
+def test_seed_002_without_context_says_what_to_check(tmp_path):
+    kernels = [Kernel(step, f"k{i}", "Mul", "AI_VECTOR_CORE", 3.0) for step in (5, 6) for i in range(150)]
+    spec = RankSpec(steps=_steps(450.0, 50.0, 900.0), kernels=kernels, kernel_spacing_us=9.0, syncs_per_step=0,
+                    dataloader_us=10.0)
+    report = _diagnose(tmp_path, spec)
+    gate = next(f for f in report.findings if f.id == "superkernel.gate_unknown")
+    assert "pass `--context` with `chip` and `execution_mode`" in gate.explanation
+    assert "superkernel.short_kernels" not in {f.id for f in report.findings}
+
+
+def test_seed_003_data_loader_stall(tmp_path):
+    spec = RankSpec(steps=_steps(40000.0, 5000.0, 35000.0), kernels=EVEN, syncs_per_step=0, dataloader_us=30000.0)
+    first = _diagnose(tmp_path, spec).findings[0]
+    assert first.id == "io.slow_dataloader" and first.prescriptions[0].id == "io.dataloader_throughput"
+    assert first.estimated_gain_us == 30000.0
+
+
+def test_seed_003_reserved_memory_reorganisations(tmp_path):
+    spec = RankSpec(steps=_steps(4000.0, 100.0, 100.0), kernels=EVEN, reserved_drops_per_step=2, **QUIET_HOST)
+    first = _diagnose(tmp_path, spec).findings[0]
+    assert first.id == "memory.allocator_reorganisation"
+    assert first.prescriptions[0].env == {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
+
+
+def test_seed_003_hccs_below_nominal(tmp_path):
+    kernels = EVEN + [Kernel(step, "hcom_allReduce__1", "hcom_allReduce_", "COMMUNICATION", 2000.0) for step in (5, 6)]
+    spec = RankSpec(steps=_steps(4000.0, 150.0, 100.0, 1850.0), kernels=kernels, comm_size_mb=20.0, **QUIET_HOST)
+    first = _diagnose(tmp_path, spec).findings[0]
+    assert first.id == "communication.slow_link" and first.key == "HCCS"
+
+
+def test_seed_003_tp_pp_choice(tmp_path):
+    context = ("parameters_billion: 70\ndevice_memory_gb: 64\ncards_per_node: 8\n"
+               "tensor_parallel: 8\npipeline_parallel: 8\ndata_parallel: 1\n")
+    spec = RankSpec(steps=_steps(4000.0, 100.0, 100.0), kernels=EVEN, **QUIET_HOST)
+    first = _diagnose(tmp_path, spec, context=context).findings[0]
+    assert first.id == "parallel.layout_differs" and first.prescriptions[0].id == "parallel.layout_plan"
+    assert "TP=8 PP=3 DP=2" in first.explanation and "fewest pipeline stages" in first.explanation
+
+
+def test_seed_003_hccl_buffsize_from_the_activation(tmp_path):
+    context = "micro_batch_size: 4\nsequence_length: 8192\nhidden_size: 8192\ndtype: bf16\n"
+    spec = RankSpec(steps=_steps(4000.0, 100.0, 100.0), kernels=EVEN, **QUIET_HOST)
+    report = _diagnose(tmp_path, spec, context=context)
+    finding = next(f for f in report.findings if f.id == "hccl.buffsize_default")
+    assert "HCCL_BUFFSIZE=512" in finding.explanation
+
+
+def test_a_healthy_compute_bound_profile_has_no_high_severity_finding(tmp_path):
+    report = _diagnose(tmp_path, RankSpec(steps=_steps(4000.0, 100.0, 100.0), kernels=EVEN, **QUIET_HOST))
+    assert report.summary.bottleneck == "compute"
+    assert [f.id for f in report.findings if f.severity == "high"] == []
+
+
+def test_every_knowledge_entry_is_recommended_by_a_rule_and_cites_a_source():
+    from advisor.rulebook import load_rulebook
+
+    book = load_rulebook(installed=False)
+    recommended = {k for rule in book.rules.values() for k in rule.spec.then.recommend}
+    assert len(book.knowledge) >= 60
+    assert set(book.knowledge) == recommended
+    for entry in book.knowledge.values():
+        assert entry.references or entry.gain.source, entry.id
+        assert entry.title.zh and entry.problem.zh and all(a.zh for a in entry.actions), entry.id
