@@ -18,12 +18,14 @@ from advisor.engine.evaluate import explain_firing
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
 from advisor.facts import BottleneckFact, BreakdownFact, Fact, FactSet, OperatorFact
+from advisor.gates import Known, check_preconditions
 from advisor.knowledge import KnowledgeEntry
 from advisor.report import (
     CodeChange,
     Derivation,
     Finding,
     OperatorSummary,
+    PreconditionCheck,
     Prescription,
     RankSummary,
     Summary,
@@ -43,6 +45,7 @@ _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[Finding]:
     """Turn the firings of recommending rules into ranked findings."""
     step_time = _step_times(facts)
+    known = known_about(facts)
     derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
     groups: dict[tuple[str, str | None], list[tuple[Firing, float | None]]] = defaultdict(list)
     for firing in firings:
@@ -77,7 +80,7 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
                 ranks=ranks,
                 estimated_gain_us=gain,
                 estimated_gain_ratio=ratio,
-                prescriptions=[prescription(book.knowledge[k], lang) for k in rule.spec.then.recommend],
+                prescriptions=[prescription(book.knowledge[k], lang, known) for k in rule.spec.then.recommend],
                 trace=Trace(
                     rule=rule_id,
                     rule_file=rule.shown_path,
@@ -109,13 +112,16 @@ def severity_for(ratio: float | None) -> str:
     return "high" if ratio >= HIGH_SHARE else "medium" if ratio >= MEDIUM_SHARE else "low"
 
 
-def prescription(entry: KnowledgeEntry, lang: Lang) -> Prescription:
-    """A knowledge entry in one language."""
+def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None) -> Prescription:
+    """A knowledge entry in one language, its preconditions checked against what is ``known`` about the job."""
     return Prescription(
         id=entry.id,
         title=entry.title.get(lang),
         problem=collapse(entry.problem.get(lang)),
-        applies_to=_preconditions(entry),
+        preconditions=[
+            PreconditionCheck(requirement=c.requirement, status=c.status, detail=c.detail)
+            for c in check_preconditions(entry.applies_to, known or Known())
+        ],
         actions=[collapse(a.get(lang)) for a in entry.actions],
         env=dict(entry.env),
         code=CodeChange(**entry.code.model_dump()) if entry.code else None,
@@ -237,14 +243,17 @@ def _evidence(firing: Firing) -> dict[str, Any]:
     return evidence
 
 
-def _preconditions(entry: KnowledgeEntry) -> list[str]:
-    applies = entry.applies_to
-    return [
-        *applies.hardware,
-        *applies.frameworks,
-        *(f"{component} {versions}" for component, versions in applies.versions.items()),
-        *applies.modes,
-    ]
+def known_about(facts: list[Fact]) -> Known:
+    """What the context and model facts say about the job, for the precondition checks."""
+    context = next((f for f in facts if f.family == "context"), None)
+    model = next((f for f in facts if f.family == "model"), None)
+    return Known(
+        chip=getattr(model, "chip", None),
+        hardware=getattr(context, "hardware", None),
+        format=getattr(context, "format", None),
+        versions={"cann": getattr(context, "cann_version", None), "torch_npu": getattr(context, "torch_npu_version", None)},
+        execution_mode=getattr(model, "execution_mode", None),
+    )
 
 
 def _reference(reference) -> str:

@@ -91,12 +91,20 @@ class CodeChange(_Model):
     language: str = "python"
 
 
+class PreconditionCheck(_Model):
+    """One precondition of a prescription, checked against the profile and --context."""
+
+    requirement: str = Field(description="e.g. 'CANN >=8.0.RC2', 'Atlas A3', 'torch_npu'.")
+    status: Literal["met", "unmet", "unknown"]
+    detail: str = Field(description="What it was checked against, or what to check when unknown.")
+
+
 class Prescription(_Model):
     id: str
     title: str
     problem: str
-    applies_to: list[str] = Field(
-        default_factory=list, description="Preconditions: hardware, frameworks, versions and modes it is valid for."
+    preconditions: list[PreconditionCheck] = Field(
+        default_factory=list, description="Hardware, framework, version and mode requirements and whether this job meets them."
     )
     actions: list[str]
     env: dict[str, str] = Field(default_factory=dict)

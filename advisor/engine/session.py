@@ -31,8 +31,8 @@ import durable_rules_engine as dre
 from pydantic import ValidationError
 
 from advisor.engine.compile import FAMILY_KEY, compile_rule, deferred_joins
-from advisor.engine.evaluate import holds
 from advisor.engine.encode import NotEncodable, encode
+from advisor.engine.evaluate import holds
 from advisor.engine.expr import Expression, resolver
 from advisor.engine.spec import NotCondition
 from advisor.errors import EngineError, RuleError

@@ -76,6 +76,7 @@ def _context(report: Report) -> dict:
         "val": fmt_value,
         "gain": lambda finding: gain_text(finding, words),
         "conditions": condition_rows,
+        "mark": lambda status: {"met": "✓", "unmet": "✗", "unknown": "?"}[status],
         "chain": chain_lines,
     }
 
