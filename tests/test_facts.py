@@ -173,3 +173,14 @@ def test_step_trace_that_disagrees_with_the_lanes_is_flagged(tmp_path):
     warnings = extract_facts(load_profile(tmp_path)).warnings
     assert any("Computing differs by more than 1 % from the Overlap Analysis lanes" in w for w in warnings)
     assert not extract_facts(load_profile(build_rank(tmp_path / "ok", RankSpec()))).warnings
+
+
+def test_operator_pipes_and_block_dim_from_kernel_details():
+    real = {f.op_type: f for f in extract_facts(load_profile(REAL / "rank0_ascend_pt")).of(OperatorFact)}
+    foreach = real["ForeachAddList"]
+    assert (foreach.busiest_pipe, foreach.block_dim) == ("aiv_mte2", 48)
+    assert foreach.busiest_pipe_ratio == pytest.approx(0.9796, abs=1e-3)
+    assert foreach.block_dim_remainder is None  # the real capture has no device info: core count unknown
+    sample = {f.op_type: f for f in extract_facts(load_profile(SAMPLE_SINGLE)).of(OperatorFact)}
+    attention = sample["FlashAttentionScore"]  # 20 AI Cores in the sample's device info.json
+    assert (attention.block_dim, attention.block_dim_remainder, attention.busiest_pipe) == (20, 0, "aic_scalar")

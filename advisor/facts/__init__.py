@@ -8,7 +8,7 @@ import pandas as pd
 
 from advisor.facts.cluster import rank_spreads
 from advisor.facts.communication import communication_summary, transport_summary
-from advisor.facts.context import context_fact, infer_hardware
+from advisor.facts.context import context_fact, core_counts, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.host import dataloader_summary, host_summary
 from advisor.facts.memory import (
@@ -79,7 +79,7 @@ __all__ = [
 ]
 
 _STEP_COLUMNS = "Computing,Communication(Not Overlapped),Free,Communication,Overlapped,Bubble,Preparing"
-_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us)"
+_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,aic_*_ratio,aiv_*_ratio"
 _STATISTIC_COLUMNS = "OP Type,Core Type,Count,Total Time(us),Max Time(us)"
 
 
@@ -226,6 +226,7 @@ def _operator_facts(
     else:
         return []
     step_time = breakdown.step_time_us if breakdown is not None else None
+    cores = core_counts(profile, rank)
     facts = []
     for row in stats.to_dict("records"):
         share_of_step = min(row["total_us_per_step"] / step_time, 1.0) if step_time else None
@@ -244,9 +245,24 @@ def _operator_facts(
                 share_of_compute=min(float(row["share_of_compute"]), 1.0),
                 share_of_step=share_of_step,
                 position=int(row["position"]),
+                **_pipe_fields(row, cores),
             )
         )
     return facts
+
+
+def _pipe_fields(row: dict, cores: dict[str, int | None]) -> dict:
+    """Block Dim, its remainder over the core count where known, and the busiest PMU pipe of an operator type."""
+    block_dim = _float_or_none(row.get("block_dim"))
+    core_count = cores.get("vector" if str(row.get("accelerator_core")) == "AI_VECTOR_CORE" else "cube")
+    pipe = row.get("busiest_pipe")
+    ratio = _float_or_none(row.get("busiest_pipe_ratio"))
+    return {
+        "block_dim": int(block_dim) if block_dim is not None else None,
+        "block_dim_remainder": int(block_dim) % core_count if block_dim is not None and core_count else None,
+        "busiest_pipe": str(pipe).removesuffix("_ratio") if isinstance(pipe, str) else None,
+        "busiest_pipe_ratio": min(ratio, 1.0) if ratio is not None else None,
+    }
 
 
 def _sequence_facts(

@@ -13,6 +13,12 @@ def infer_hardware(profile: Profile) -> str | None:
     return next((h for r in profile.ranks if (h := _hardware_from_pmu_columns(r))), None)
 
 
+def core_counts(profile: Profile, rank: RankData) -> dict[str, int | None]:
+    """AI Core ('cube') and vector core counts of a rank's device (device info.json), else of any rank's."""
+    device = _device_entry(rank) or next((e for r in profile.ranks if (e := _device_entry(r))), None) or {}
+    return {"cube": _int(device.get("ai_core_num")), "vector": _int(device.get("aiv_num"))}
+
+
 def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     """Describe the profile from the first rank that has each piece of information."""
     sources: list[str] = []

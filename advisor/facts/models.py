@@ -112,6 +112,14 @@ class OperatorFact(Fact):
     share_of_compute: Ratio = Field(description="Share of all compute-kernel time (collectives excluded).")
     share_of_step: Ratio | None = Field(None, description="total_us_per_step / the rank's step_time_us (capped at 1).")
     position: int = Field(ge=1, description="1 for the operator type with the most time on this rank, 2 next, …")
+    block_dim: int | None = Field(None, ge=0, description="The usual Block Dim (cores the kernel is split over).")
+    block_dim_remainder: int | None = Field(
+        None, ge=0, description="block_dim modulo the device's AI Core (or vector core) count; > 0 leaves cores idle in the last wave."
+    )
+    busiest_pipe: str | None = Field(
+        None, description="The PMU pipe busiest on average: aic_mac, aic_mte2, aiv_vec, aiv_mte2, … (PipeUtilization metrics)."
+    )
+    busiest_pipe_ratio: Ratio | None = Field(None, description="Its duration-weighted mean busy ratio; below 0.8 no pipe bounds the kernel.")
 
 
 class SequenceFact(Fact):

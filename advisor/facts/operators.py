@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from advisor.ingest.ascend import PIPE_RATIOS
+
 COMMUNICATION_CORES = frozenset({"HCCL", "COMMUNICATION"})
 
 
@@ -19,7 +21,7 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     rows = kernels.loc[~is_comm & kernels["duration_us"].notna() & (kernels["duration_us"] >= 0)]
     op_type = rows["type"] if "type" in rows else pd.Series(pd.NA, index=rows.index, dtype="str")
     known = op_type.notna()
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             "step": rows["step"] if "step" in rows else pd.NA,
             "type": op_type.where(known, rows["name"]),
@@ -28,6 +30,10 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
             "duration_us": rows["duration_us"],
         }
     )
+    for column in ("block_dim", *PIPE_RATIOS):
+        if column in rows:
+            table[column] = rows[column]
+    return table
 
 
 def in_steps(kernels: pd.DataFrame, steps: list[int]) -> pd.DataFrame:
@@ -49,7 +55,33 @@ def operator_stats(kernels: pd.DataFrame, step_count: int) -> pd.DataFrame:
         mean_us=("duration_us", "mean"),
         max_us=("duration_us", "max"),
     ).reset_index()
-    return _finish(stats, per_step)
+    return _finish(stats.merge(pipe_profile(kernels), on=["type", "accelerator_core"], how="left"), per_step)
+
+
+def pipe_profile(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per (type, core): the usual Block Dim, and the busiest PMU pipe with its duration-weighted mean ratio.
+
+    A ratio is the share of the kernel's time one pipe (cube MAC, vector, scalar, MTE1/2/3 data movement,
+    fixpipe) was busy; 0.8 is msprof-analyze's line between bound and not bound.
+    """
+    keys = ["type", "accelerator_core"]
+    out = kernels[keys].drop_duplicates().reset_index(drop=True)
+    if "block_dim" in kernels:
+        dims = kernels.dropna(subset=["block_dim"]).groupby(keys, dropna=False)["block_dim"].agg(
+            lambda values: values.mode().iloc[0])
+        out = out.merge(dims.rename("block_dim").reset_index(), on=keys, how="left")
+    ratios = [c for c in PIPE_RATIOS if c in kernels and kernels[c].notna().any()]
+    if not ratios:
+        return out
+    weighted = pd.DataFrame({c: kernels[c] * kernels["duration_us"] for c in ratios})
+    weights = pd.DataFrame({c: kernels["duration_us"].where(kernels[c].notna()) for c in ratios})
+    sums = pd.concat([kernels[keys], weighted], axis=1).groupby(keys, dropna=False).sum(min_count=1)
+    totals = pd.concat([kernels[keys], weights], axis=1).groupby(keys, dropna=False).sum(min_count=1)
+    means = (sums / totals.where(totals > 0)).reset_index()
+    values = means[ratios]
+    means["busiest_pipe"] = values.fillna(-1.0).idxmax(axis=1).where(values.notna().any(axis=1))
+    means["busiest_pipe_ratio"] = values.max(axis=1)
+    return out.merge(means[[*keys, "busiest_pipe", "busiest_pipe_ratio"]], on=keys, how="left")
 
 
 def operator_stats_from_statistic(op_statistic: pd.DataFrame, step_count: int) -> pd.DataFrame:

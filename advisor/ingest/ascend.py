@@ -25,6 +25,10 @@ _MAX_JSON_BYTES = 64 << 20
 _MAX_COMMUNICATION_BYTES = 2 << 30
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 
+# PMU pipe utilisation columns of kernel_details (PipeUtilization metrics): cube side, then vector side.
+PIPE_RATIOS = ("aic_mac_ratio", "aic_scalar_ratio", "aic_mte1_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio",
+               "aiv_vec_ratio", "aiv_scalar_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")
+
 STEP_TRACE_COLUMNS = (
     Column("device_id", ("Device_id",), "float"),
     Column("step", ("Step",), "str"),
@@ -48,6 +52,8 @@ KERNEL_COLUMNS = (
     Column("start_us", ("Start Time(us)",), "float"),
     Column("input_shapes", ("Input Shapes",), "str"),
     Column("input_dtypes", ("Input Data Types",), "str"),
+    Column("block_dim", ("Block Dim", "Block Num"), "float"),
+    *(Column(name, (name,), "float") for name in PIPE_RATIOS),
 )
 
 OP_STATISTIC_COLUMNS = (
