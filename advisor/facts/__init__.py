@@ -79,7 +79,7 @@ __all__ = [
 ]
 
 _STEP_COLUMNS = "Computing,Communication(Not Overlapped),Free,Communication,Overlapped,Bubble,Preparing"
-_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,aic_*_ratio,aiv_*_ratio"
+_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,Input Data Types,aic_*_ratio,aiv_*_ratio"
 _STATISTIC_COLUMNS = "OP Type,Core Type,Count,Total Time(us),Max Time(us)"
 
 
@@ -262,6 +262,7 @@ def _pipe_fields(row: dict, cores: dict[str, int | None]) -> dict:
         "block_dim_remainder": int(block_dim) % core_count if block_dim is not None and core_count else None,
         "busiest_pipe": str(pipe).removesuffix("_ratio") if isinstance(pipe, str) else None,
         "busiest_pipe_ratio": min(ratio, 1.0) if ratio is not None else None,
+        "input_dtypes": str(row["input_dtypes"]) if isinstance(row.get("input_dtypes"), str) else None,
     }
 
 

@@ -120,6 +120,7 @@ class OperatorFact(Fact):
         None, description="The PMU pipe busiest on average: aic_mac, aic_mte2, aiv_vec, aiv_mte2, … (PipeUtilization metrics)."
     )
     busiest_pipe_ratio: Ratio | None = Field(None, description="Its duration-weighted mean busy ratio; below 0.8 no pipe bounds the kernel.")
+    input_dtypes: str | None = Field(None, description="The usual Input Data Types, e.g. 'FLOAT16;FLOAT16' (record_shapes).")
 
 
 class SequenceFact(Fact):

@@ -30,7 +30,7 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
             "duration_us": rows["duration_us"],
         }
     )
-    for column in ("block_dim", *PIPE_RATIOS):
+    for column in ("block_dim", "input_dtypes", *PIPE_RATIOS):
         if column in rows:
             table[column] = rows[column]
     return table
@@ -59,17 +59,17 @@ def operator_stats(kernels: pd.DataFrame, step_count: int) -> pd.DataFrame:
 
 
 def pipe_profile(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per (type, core): the usual Block Dim, and the busiest PMU pipe with its duration-weighted mean ratio.
+    """Per (type, core): the usual Block Dim and input dtypes, and the busiest PMU pipe with its duration-weighted mean ratio.
 
     A ratio is the share of the kernel's time one pipe (cube MAC, vector, scalar, MTE1/2/3 data movement,
     fixpipe) was busy; 0.8 is msprof-analyze's line between bound and not bound.
     """
     keys = ["type", "accelerator_core"]
     out = kernels[keys].drop_duplicates().reset_index(drop=True)
-    if "block_dim" in kernels:
-        dims = kernels.dropna(subset=["block_dim"]).groupby(keys, dropna=False)["block_dim"].agg(
-            lambda values: values.mode().iloc[0])
-        out = out.merge(dims.rename("block_dim").reset_index(), on=keys, how="left")
+    for column in ("block_dim", "input_dtypes"):
+        if column in kernels and kernels[column].notna().any():
+            usual = kernels.dropna(subset=[column]).groupby(keys, dropna=False)[column].agg(lambda v: v.mode().iloc[0])
+            out = out.merge(usual.rename(column).reset_index(), on=keys, how="left")
     ratios = [c for c in PIPE_RATIOS if c in kernels and kernels[c].notna().any()]
     if not ratios:
         return out
