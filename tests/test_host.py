@@ -119,3 +119,13 @@ def test_block_reading_gives_the_same_tables_as_one_read(tmp_path, monkeypatch):
     for table in ("host", "apis", "device", "overlap", "launches"):
         assert getattr(blocked, table).equals(getattr(whole, table)), table
     assert len(whole.apis) == 2 * (2 + 3) + 2 * 4  # compilations + synchronisations + one launch per kernel, 2 steps
+
+
+def test_framework_op_calls_per_step_from_the_real_trace():
+    from advisor.facts import extract_facts
+    from advisor.facts.models import ApiFact
+    from advisor.ingest import load_profile
+
+    calls = {f.name: f for f in extract_facts(load_profile(REAL / "rank0_ascend_pt")).of(ApiFact)}
+    assert calls["aten::item"].calls_per_step == 27 and calls["aten::_local_scalar_dense"].calls_per_step == 27
+    assert all(name.startswith("aten::") for name in calls)

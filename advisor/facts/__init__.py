@@ -10,7 +10,7 @@ from advisor.facts.cluster import rank_spreads
 from advisor.facts.communication import communication_summary, transport_summary
 from advisor.facts.context import context_fact, core_counts, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
-from advisor.facts.host import dataloader_summary, host_summary
+from advisor.facts.host import api_calls, dataloader_summary, host_summary
 from advisor.facts.memory import (
     MAX_TIMES_LISTED,
     allocator_series,
@@ -21,6 +21,7 @@ from advisor.facts.memory import (
 )
 from advisor.facts.models import (
     FACT_FAMILIES,
+    ApiFact,
     AllocationFact,
     BottleneckFact,
     BreakdownFact,
@@ -444,6 +445,10 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
                  gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
                  optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
     ]
+    for row in api_calls(trace.host, windows).to_dict("records"):
+        facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[Python: {row['name']}]"],
+                             rank=rank.rank, name=row["name"], calls_per_step=float(row["calls_per_step"]),
+                             us_per_step=float(row["us_per_step"])))
     loading = dataloader_summary(trace.host, windows)
     if loading is not None:
         share = min(loading["us_per_step"] / step_time, 1.0) if step_time else None

@@ -65,3 +65,13 @@ def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, o
     iterator = "multi-process" if "MultiProcessing" in names else "single-process" if "SingleProcess" in names else "unknown"
     steps = max(len(windows), 1)
     return {"calls_per_step": len(outer) / steps, "us_per_step": float(outer["dur"].sum()) / steps, "iterator": iterator}
+
+
+def api_calls(host: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """Per framework op (aten::…): calls and host time per step inside the step windows."""
+    ops = inside(host, windows)
+    ops = ops.loc[ops["name"].str.startswith("aten::")]
+    steps = max(len(windows), 1)
+    grouped = ops.groupby("name", sort=True)["dur"].agg(["size", "sum"]).reset_index()
+    return pd.DataFrame({"name": grouped["name"], "calls_per_step": grouped["size"] / steps,
+                         "us_per_step": grouped["sum"] / steps})

@@ -306,6 +306,23 @@ class HostFact(Fact):
     sync_batch_norm_calls_per_step: Micros = Field(description="Framework events named SyncBatchNorm.")
 
 
+class ApiFact(Fact):
+    """Calls of one framework op per step on a rank (trace_view.json cpu_op events), for the ops rules look at.
+
+    aten::item and aten::_local_scalar_dense read a device value on the host (each is a synchronisation);
+    the others are ops that a fused kernel replaces (softmax, rsqrt, neg, cat, silu, gelu, layer/group norm)
+    or that run slowly on Ascend (index_put, nonzero, masked_fill, one_hot, repeat_interleave, gather).
+    """
+
+    family: ClassVar[str] = "api"
+    source: ClassVar[str] = "trace_view.json: Python cpu_op events named aten::…, per ProfilerStep#N window"
+
+    rank: int = Field(ge=0, description="Rank.")
+    name: str = Field(description="The op, e.g. aten::item.")
+    calls_per_step: Micros = Field(description="Calls per step.")
+    us_per_step: Micros = Field(description="Host time in those calls per step, µs.")
+
+
 class DataLoaderFact(Fact):
     """Time the training loop spends waiting for the next batch (trace_view.json DataLoader events)."""
 
@@ -408,6 +425,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         AllocationFact,
         HostFact,
         DataLoaderFact,
+        ApiFact,
         SpreadFact,
         ModelFact,
         LayoutFact,

@@ -34,6 +34,11 @@ OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Over
 # Host events the facts use: step boundaries, data loading, optimizer steps, SyncBatchNorm (GC is kept by category).
 HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.step#|SyncBatchNorm", re.IGNORECASE)
 API_EVENTS = re.compile(r"AscendCL@aclopCompileAndExecute$|AscendCL@aclrtSynchronize|Node@launch$")
+# Framework ops whose calls the facts count: host reads of device values, and ops that fused kernels replace.
+FRAMEWORK_OPS = re.compile(
+    r"aten::(item|_local_scalar_dense|nonzero|index_put_?|masked_fill_?|_?softmax|rsqrt|neg|cat|silu|gelu|"
+    r"native_layer_norm|native_group_norm|one_hot|repeat_interleave|gather)$"
+)
 BLOCK_BYTES = 16 << 20
 _TAIL_BYTES = 64 << 10
 _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
@@ -131,7 +136,7 @@ def _collect(events: list[_Event], rows: _Rows) -> None:
                 rows.overlap.append((e.pid, name, ts, dur))
             elif API_EVENTS.match(name):
                 rows.apis.append((e.pid, name, e.tid, ts, dur))
-            elif e.cat == "GC" or HOST_EVENTS.search(name):
+            elif e.cat == "GC" or HOST_EVENTS.search(name) or FRAMEWORK_OPS.match(name):
                 rows.host.append((e.pid, name, e.cat or "", e.tid, ts, dur))
         elif ph == "M":
             if e.name == "process_name" and e.args is not None and e.args.name is not None:
