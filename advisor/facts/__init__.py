@@ -21,8 +21,8 @@ from advisor.facts.memory import (
 )
 from advisor.facts.models import (
     FACT_FAMILIES,
-    ApiFact,
     AllocationFact,
+    ApiFact,
     BottleneckFact,
     BreakdownFact,
     CommunicationFact,
