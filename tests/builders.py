@@ -82,6 +82,7 @@ class RankSpec:
     syncs_per_step: int = 1
     dataloader_us: float = 500.0
     gc_us: float = 0.0
+    free_us: float = 0.0  # AscendCL@aclrtFree time injected into every step
     kernel_spacing_us: float = 5000.0  # start-to-start distance of consecutive kernels in a step
 
 
@@ -278,6 +279,8 @@ def _trace_view(spec: RankSpec) -> list[dict]:
             cursor += 5.0
         if spec.gc_us:
             complete(gc, 9, "GC", cursor, spec.gc_us, "GC")
+        if spec.free_us:
+            complete(cann, 1, "AscendCL@aclrtFree", cursor, spec.free_us)
         for kernel in (k for k in spec.kernels if k.step == step):
             begin = kernel_start(spec, kernel)
             launch = begin - 80.0

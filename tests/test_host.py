@@ -129,3 +129,17 @@ def test_framework_op_calls_per_step_from_the_real_trace():
     calls = {f.name: f for f in extract_facts(load_profile(REAL / "rank0_ascend_pt")).of(ApiFact)}
     assert calls["aten::item"].calls_per_step == 27 and calls["aten::_local_scalar_dense"].calls_per_step == 27
     assert all(name.startswith("aten::") for name in calls)
+
+
+def test_frees_of_device_memory_per_step(tmp_path):
+    from builders import RankSpec, build_rank
+
+    from advisor.facts import extract_facts
+    from advisor.facts.models import HostFact
+    from advisor.ingest import load_profile
+
+    build_rank(tmp_path, RankSpec(free_us=12000.0))
+    (host,) = extract_facts(load_profile(tmp_path)).of(HostFact)
+    assert (host.free_calls_per_step, host.free_us_per_step) == (1.0, 12000.0)
+    report = advisor.diagnose(tmp_path)
+    assert any(f.id == "memory.free_calls" and f.estimated_gain_us == 12000.0 for f in report.findings)

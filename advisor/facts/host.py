@@ -16,6 +16,7 @@ from advisor.facts.windows import inside
 COMPILE_API = "AscendCL@aclopCompileAndExecute"
 SYNC_APIS = re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)")
 LAUNCH_API = "Node@launch"
+FREE_APIS = re.compile(r"^AscendCL@aclrtFree(Physical)?$")
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)
 DATALOADER = re.compile(r"dataloader", re.IGNORECASE)
@@ -31,6 +32,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
     compile_calls = apis.loc[apis["name"] == COMPILE_API, "dur"]
     sync_calls = apis.loc[apis["name"].str.match(SYNC_APIS), "dur"]
     launch_calls = apis.loc[apis["name"] == LAUNCH_API, "dur"]
+    free_calls = apis.loc[apis["name"].str.match(FREE_APIS), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
     optimizer = host.loc[host["name"].str.match(OPTIMIZER_STEP), "dur"]
     launch_cost = float(launch_calls.mean()) if len(launch_calls) else None
@@ -43,6 +45,8 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "sync_calls_per_step": len(sync_calls) / steps,
         "sync_us_per_step": float(sync_calls.sum()) / steps,
         "launch_calls_per_step": len(launch_calls) / steps,
+        "free_calls_per_step": len(free_calls) / steps,
+        "free_us_per_step": float(free_calls.sum()) / steps,
         "launch_us_mean": launch_cost,
         "launch_latency_us_median": float(latency.median()) if len(latency) else None,
         "launch_latency_us_p90": float(latency.quantile(0.9)) if len(latency) else None,

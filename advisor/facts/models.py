@@ -293,6 +293,8 @@ class HostFact(Fact):
     compile_us_per_step: Micros = Field(description="Their total time, µs.")
     sync_calls_per_step: Micros = Field(description="AscendCL@aclrtSynchronizeStream/Device/Event calls (host waits for the device).")
     sync_us_per_step: Micros = Field(description="Their total time, µs.")
+    free_calls_per_step: Micros = Field(0.0, description="AscendCL@aclrtFree / aclrtFreePhysical calls per step (memory returned to the device).")
+    free_us_per_step: Micros = Field(0.0, description="Their total time, µs.")
     launch_calls_per_step: Micros = Field(description="Node@launch calls (kernel launches).")
     launch_us_mean: Micros | None = Field(None, description="Mean Node@launch time: the host cost of one launch, µs.")
     launch_latency_us_median: Micros | None = Field(None, description="Median launch → device start delay (HostToDevice flows), µs.")

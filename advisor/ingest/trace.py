@@ -33,7 +33,9 @@ LAUNCH_FLOW = "HostToDevice"
 OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Overlapped)", "Free"})
 # Host events the facts use: step boundaries, data loading, optimizer steps, SyncBatchNorm (GC is kept by category).
 HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.step#|SyncBatchNorm", re.IGNORECASE)
-API_EVENTS = re.compile(r"AscendCL@aclopCompileAndExecute$|AscendCL@aclrtSynchronize|Node@launch$")
+API_EVENTS = re.compile(
+    r"AscendCL@aclopCompileAndExecute$|AscendCL@aclrtSynchronize|Node@launch$|AscendCL@aclrtFree(Physical)?$"
+)
 # Framework ops whose calls the facts count: host reads of device values, and ops that fused kernels replace.
 FRAMEWORK_OPS = re.compile(
     r"aten::(item|_local_scalar_dense|nonzero|index_put_?|masked_fill_?|_?softmax|rsqrt|neg|cat|silu|gelu|"
