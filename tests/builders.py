@@ -83,6 +83,7 @@ class RankSpec:
     dataloader_us: float = 500.0
     gc_us: float = 0.0
     free_us: float = 0.0  # AscendCL@aclrtFree time injected into every step
+    groups: dict | None = None  # profiler_metadata parallel_group_info
     kernel_spacing_us: float = 5000.0  # start-to-start distance of consecutive kernels in a step
 
 
@@ -95,7 +96,8 @@ def build_rank(parent: Path, spec: RankSpec) -> Path:
     files = {
         spec.info_name or f"profiler_info_{spec.rank}.json": lambda p: _write_info(p, spec),
         "profiler_metadata.json": lambda p: p.write_text(json.dumps(
-            {"ENV_VARIABLES": {"ASCEND_LAUNCH_BLOCKING": "", "PYTORCH_NPU_ALLOC_CONF": spec.alloc_conf}})),
+            {"ENV_VARIABLES": {"ASCEND_LAUNCH_BLOCKING": "", "PYTORCH_NPU_ALLOC_CONF": spec.alloc_conf},
+             **({"parallel_group_info": spec.groups} if spec.groups else {})})),
         "ASCEND_PROFILER_OUTPUT/step_trace_time.csv": lambda p: _write_csv(p, spec, *_step_trace(spec)),
         "ASCEND_PROFILER_OUTPUT/kernel_details.csv": lambda p: _write_csv(p, spec, *_kernel_details(spec)),
         "ASCEND_PROFILER_OUTPUT/op_statistic.csv": lambda p: _write_csv(p, spec, *_op_statistic(spec)),

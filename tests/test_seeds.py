@@ -155,3 +155,18 @@ def test_every_knowledge_entry_is_recommended_by_a_rule_and_cites_a_source():
     for entry in book.knowledge.values():
         assert entry.references or entry.gain.source, entry.id
         assert entry.title.zh and entry.problem.zh and all(a.zh for a in entry.actions), entry.id
+
+
+def test_seed_003_pipeline_stage_imbalance(tmp_path):
+    """Four ranks, PP=2 × DP=2: the last stage (ranks 2 and 3) computes 40 % more than the first."""
+    groups = {"group_name_19": {"group_name": "pp", "group_rank": 0, "global_ranks": [0, 2]},
+              "group_name_20": {"group_name": "pp", "group_rank": 0, "global_ranks": [1, 3]}}
+    for rank in range(4):
+        compute = 14000.0 if rank >= 2 else 10000.0
+        build_rank(tmp_path / "job", RankSpec(rank=rank, rank_id=str(rank), groups=groups, kernels=EVEN,
+                                             steps=_steps(compute, 500.0, 16000.0 - compute), **QUIET_HOST))
+    report = diagnose(tmp_path / "job")
+    stages = [f for f in report.findings if f.id == "parallel.stage_imbalance"]
+    assert {f.key for f in stages} == {"group_name_19", "group_name_20"}
+    assert stages[0].prescriptions[0].id == "parallel.rebalance_stages"
+    assert stages[0].estimated_gain_us == 2000.0 and "Stage 1 (rank " in stages[0].explanation

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from advisor.facts.cluster import rank_spreads
+from advisor.facts.cluster import pipeline_groups, rank_spreads, stage_spread
 from advisor.facts.communication import communication_summary, transport_summary
 from advisor.facts.context import context_fact, core_counts, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
@@ -36,6 +36,7 @@ from advisor.facts.models import (
     MemoryFact,
     ModelFact,
     OperatorFact,
+    PipelineFact,
     SequenceFact,
     SpreadFact,
     StepFact,
@@ -118,6 +119,7 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
         out.facts.append(_profile_breakdown(rank_breakdowns))
     if len(rank_breakdowns) >= 2:
         out.facts.extend(_spread_facts(rank_breakdowns))
+        out.facts.extend(_pipeline_facts(profile, rank_breakdowns))
     out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile, user)]
     if user is not None and user.model is not None:
         out.facts.insert(1, _model_fact(user))
@@ -201,6 +203,18 @@ def _profile_breakdown(ranks: list[BreakdownFact]) -> BreakdownFact:
         dominant_overhead=mean["dominant_overhead"],
         **_times(mean),
     )
+
+
+def _pipeline_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[PipelineFact]:
+    compute = {b.rank: b.compute_us for b in breakdowns if b.rank is not None}
+    sources = sorted({profile.shown(r.path / "profiler_metadata.json") for r in profile.ranks if r.metadata}
+                     | {src for b in breakdowns for src in b.sources})
+    facts = []
+    for name, ranks in pipeline_groups({r.rank: r.metadata for r in profile.ranks}):
+        spread = stage_spread(ranks, compute)
+        if spread is not None:
+            facts.append(PipelineFact(id=f"pipeline:{name}", sources=sources, group=name, **spread))
+    return facts
 
 
 def _spread_facts(breakdowns: list[BreakdownFact]) -> list[SpreadFact]:

@@ -364,6 +364,23 @@ class SpreadFact(Fact):
     ranks: int = Field(ge=2, description="Number of ranks compared.")
 
 
+class PipelineFact(Fact):
+    """One pipeline-parallel group: compute time per stage and how unevenly the layers are spread."""
+
+    family: ClassVar[str] = "pipeline"
+    source: ClassVar[str] = "profiler_metadata.json parallel_group_info (groups named 'pp'); the ranks' step breakdowns"
+
+    group: str = Field(description="The HCCL communicator name of the pp group.")
+    stages: int = Field(ge=2, description="Pipeline stages (ranks in the group).")
+    slowest_stage: int = Field(ge=0, description="Stage index (0 = first) with the most compute per step.")
+    slowest_rank: int = Field(ge=0, description="Its global rank.")
+    fastest_stage: int = Field(ge=0, description="Stage index with the least compute per step.")
+    max_compute_us: Micros = Field(description="Compute per step of the slowest stage, µs.")
+    mean_compute_us: Micros = Field(description="Mean compute per step over the stages, µs.")
+    min_compute_us: Micros = Field(description="Compute per step of the fastest stage, µs.")
+    compute_spread_ratio: Micros = Field(description="(max − min) / mean compute over the stages.")
+
+
 class ModelFact(Fact, ModelSettings):
     """Model and parallel settings the user gave with --context (the profile does not record them)."""
 
@@ -431,6 +448,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         SpreadFact,
         ModelFact,
         LayoutFact,
+        PipelineFact,
         BottleneckFact,
     )
 }
