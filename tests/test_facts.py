@@ -184,3 +184,16 @@ def test_operator_pipes_and_block_dim_from_kernel_details():
     sample = {f.op_type: f for f in extract_facts(load_profile(SAMPLE_SINGLE)).of(OperatorFact)}
     attention = sample["FlashAttentionScore"]  # 20 AI Cores in the sample's device info.json
     assert (attention.block_dim, attention.block_dim_remainder, attention.busiest_pipe) == (20, 0, "aic_scalar")
+
+
+def test_unaligned_matmul_and_attention_shapes():
+    from advisor.facts.operators import misaligned_axis
+
+    assert misaligned_axis("MatMulV2", '"4096,3072;3072,8192"') is None
+    assert misaligned_axis("MatMulV2", "4096,3000;3000,8192") == "K=3000 (not a multiple of 256)"
+    assert misaligned_axis("BatchMatMulV2", "8,4096,3072;3072,1000") == "N=1000 (not a multiple of 256)"
+    assert misaligned_axis("FlashAttentionScore", "1,32,4096,96;1,32,4096,96") == "head dim D=96 (not a multiple of 128)"
+    assert misaligned_axis("FlashAttentionScore", "4096,3072") is None  # BSH: the head dim is not visible
+    assert misaligned_axis("Add", "4096,1000;4096,1000") is None and misaligned_axis("MatMulV2", "x;y") is None
+    real = {f.op_type: f for f in extract_facts(load_profile(REAL / "rank0_ascend_pt")).of(OperatorFact)}
+    assert real["MatMulV2"].misaligned_axis == "K=1000 (not a multiple of 256)"

@@ -42,7 +42,13 @@ from advisor.facts.models import (
     StepFact,
     TransportFact,
 )
-from advisor.facts.operators import compute_kernels, in_steps, operator_stats, operator_stats_from_statistic
+from advisor.facts.operators import (
+    compute_kernels,
+    in_steps,
+    misaligned_axis,
+    operator_stats,
+    operator_stats_from_statistic,
+)
 from advisor.facts.sequences import device_timeline, kernel_pairs, matmul_collective_pairs
 from advisor.facts.steps import (
     RATIO_COLUMNS,
@@ -81,7 +87,7 @@ __all__ = [
 ]
 
 _STEP_COLUMNS = "Computing,Communication(Not Overlapped),Free,Communication,Overlapped,Bubble,Preparing"
-_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,Input Data Types,aic_*_ratio,aiv_*_ratio"
+_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,Input Shapes,Input Data Types,aic_*_ratio,aiv_*_ratio"
 _STATISTIC_COLUMNS = "OP Type,Core Type,Count,Total Time(us),Max Time(us)"
 
 
@@ -278,6 +284,7 @@ def _pipe_fields(row: dict, cores: dict[str, int | None]) -> dict:
         "busiest_pipe": str(pipe).removesuffix("_ratio") if isinstance(pipe, str) else None,
         "busiest_pipe_ratio": min(ratio, 1.0) if ratio is not None else None,
         "input_dtypes": str(row["input_dtypes"]) if isinstance(row.get("input_dtypes"), str) else None,
+        "misaligned_axis": misaligned_axis(str(row["type"]), row.get("input_shapes") if isinstance(row.get("input_shapes"), str) else None),
     }
 
 

@@ -121,6 +121,9 @@ class OperatorFact(Fact):
     )
     busiest_pipe_ratio: Ratio | None = Field(None, description="Its duration-weighted mean busy ratio; below 0.8 no pipe bounds the kernel.")
     input_dtypes: str | None = Field(None, description="The usual Input Data Types, e.g. 'FLOAT16;FLOAT16' (record_shapes).")
+    misaligned_axis: str | None = Field(
+        None, description="A MatMul inner axis not a multiple of 256, or a FlashAttention head dim not a multiple of 128, in the usual Input Shapes."
+    )
 
 
 class SequenceFact(Fact):

@@ -30,7 +30,7 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
             "duration_us": rows["duration_us"],
         }
     )
-    for column in ("block_dim", "input_dtypes", *PIPE_RATIOS):
+    for column in ("block_dim", "input_dtypes", "input_shapes", *PIPE_RATIOS):
         if column in rows:
             table[column] = rows[column]
     return table
@@ -66,7 +66,7 @@ def pipe_profile(kernels: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["type", "accelerator_core"]
     out = kernels[keys].drop_duplicates().reset_index(drop=True)
-    for column in ("block_dim", "input_dtypes"):
+    for column in ("block_dim", "input_dtypes", "input_shapes"):
         if column in kernels and kernels[column].notna().any():
             usual = kernels.dropna(subset=[column]).groupby(keys, dropna=False)[column].agg(lambda v: v.mode().iloc[0])
             out = out.merge(usual.rename(column).reset_index(), on=keys, how="left")
@@ -109,3 +109,24 @@ def _finish(stats: pd.DataFrame, per_step: int) -> pd.DataFrame:
     stats = stats.sort_values(["total_us", "type"], ascending=[False, True], kind="stable").reset_index(drop=True)
     stats["position"] = range(1, len(stats) + 1)
     return stats
+
+
+def misaligned_axis(op_type: str, shapes: str | None) -> str | None:
+    """The inner axis of a MatMul (multiple of 256 wanted) or the head dim of FlashAttention (128) that is not aligned.
+
+    Shapes are kernel_details Input Shapes ('M,K;K,N'); only ND MatMul operands and 4-D attention inputs
+    (BNSD/BSND, head dim last) are judged; anything else gives None.
+    """
+    if not shapes:
+        return None
+    try:
+        operands = [[int(v) for v in part.split(",") if v.strip()] for part in shapes.replace('"', "").split(";") if part.strip()]
+    except ValueError:
+        return None
+    if op_type.startswith(("MatMul", "BatchMatMul")) and len(operands) >= 2 and len(operands[0]) >= 2 and len(operands[1]) >= 2:
+        for name, value in (("K", operands[0][-1]), ("N", operands[1][-1])):
+            if value % 256:
+                return f"{name}={value} (not a multiple of 256)"
+    elif op_type.startswith("FlashAttention") and operands and len(operands[0]) == 4 and operands[0][-1] % 128:
+        return f"head dim D={operands[0][-1]} (not a multiple of 128)"
+    return None
