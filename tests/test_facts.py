@@ -197,3 +197,13 @@ def test_unaligned_matmul_and_attention_shapes():
     assert misaligned_axis("Add", "4096,1000;4096,1000") is None and misaligned_axis("MatMulV2", "x;y") is None
     real = {f.op_type: f for f in extract_facts(load_profile(REAL / "rank0_ascend_pt")).of(OperatorFact)}
     assert real["MatMulV2"].misaligned_axis == "K=1000 (not a multiple of 256)"
+
+
+def test_collective_time_overlapping_matmul(tmp_path):
+    from advisor.facts.models import ContentionFact
+
+    kernels = [Kernel(5, "MatMulV2_1", "MatMulV2", "AI_CORE", 1000.0), Kernel(5, "hcom_allReduce__1", "hcom_allReduce_", "COMMUNICATION", 800.0),
+               Kernel(5, "Add_1", "Add", "AI_VECTOR_CORE", 100.0)]
+    build_rank(tmp_path, RankSpec(steps=[StepRow(5, 1100.0, 400.0, 50.0)], kernels=kernels, kernel_spacing_us=600.0))
+    (contention,) = extract_facts(load_profile(tmp_path)).of(ContentionFact)
+    assert contention.matmul_overlap_share == pytest.approx(400.0 / 800.0)  # the MatMul ends 400 µs into the collective

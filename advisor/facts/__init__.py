@@ -26,6 +26,7 @@ from advisor.facts.models import (
     BottleneckFact,
     BreakdownFact,
     CommunicationFact,
+    ContentionFact,
     ContextFact,
     DataLoaderFact,
     EnvironmentFact,
@@ -49,7 +50,7 @@ from advisor.facts.operators import (
     operator_stats,
     operator_stats_from_statistic,
 )
-from advisor.facts.sequences import device_timeline, kernel_pairs, matmul_collective_pairs
+from advisor.facts.sequences import device_timeline, kernel_pairs, matmul_collective_pairs, matmul_overlap_share
 from advisor.facts.steps import (
     RATIO_COLUMNS,
     TIME_COLUMNS,
@@ -316,6 +317,10 @@ def _sequence_facts(
                 share_of_step=min(both / step_time, 1.0) if step_time else None,
             )
         )
+    overlap = matmul_overlap_share(timeline)
+    if overlap is not None:
+        facts.append(ContentionFact(id=f"contention:r{rank.rank}", sources=[f"{path}[Type,Accelerator Core,Start Time(us),Duration(us)]"],
+                                    rank=rank.rank, matmul_overlap_share=overlap))
     for row in matmul_collective_pairs(timeline, step_count).to_dict("records"):
         facts.append(_mc2_fact(rank.rank, row, step_time, f"{path}[Type,Start Time(us),Duration(us),Input Shapes,Input Data Types]"))
     return facts

@@ -169,6 +169,16 @@ class Mc2Fact(Fact):
     gain_share_of_step: Ratio | None = Field(None, description="gain_us_per_step / the rank's step time (capped at 1).")
 
 
+class ContentionFact(Fact):
+    """How much of a rank's collective kernel time runs while a MatMul kernel runs (kernel_details timeline)."""
+
+    family: ClassVar[str] = "contention"
+    source: ClassVar[str] = "kernel_details.csv: Type, Accelerator Core, Start Time(us), Duration(us)"
+
+    rank: int = Field(ge=0, description="Rank.")
+    matmul_overlap_share: Ratio = Field(description="Share of collective kernel time overlapped by MatMul kernels.")
+
+
 class CommunicationFact(Fact):
     """Collective (or point-to-point) communication of one rank per step, split by what the time was spent on.
 
@@ -441,6 +451,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         OperatorFact,
         SequenceFact,
         Mc2Fact,
+        ContentionFact,
         CommunicationFact,
         TransportFact,
         MemoryFact,

@@ -135,3 +135,28 @@ def _matmul_dims(shapes: str) -> tuple[int | None, int | None, int | None]:
     if right[-1] == k:  # the right operand is stored transposed, [N, K]
         return m, k, right[-2]
     return m, k, None
+
+
+def matmul_overlap_share(timeline: pd.DataFrame) -> float | None:
+    """Share of the collectives' kernel time during which a MatMul kernel runs (on another stream); None without collectives.
+
+    Overlap is what MC2 and compute-communication overlap aim for, but MatMul and SDMA traffic compete for
+    memory bandwidth, so a link that is slow mostly while overlapping is contended rather than faulty.
+    """
+    comm = timeline.loc[timeline["is_comm"], ["start_us", "duration_us"]]
+    if comm.empty or comm["duration_us"].sum() <= 0:
+        return None
+    matmul = timeline.loc[~timeline["is_comm"] & timeline["type"].str.match(MATMUL), ["start_us", "duration_us"]]
+    merged: list[list[float]] = []
+    for start, duration in sorted(zip(matmul["start_us"], matmul["duration_us"])):
+        end = start + duration
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    covered = 0.0
+    for start, duration in zip(comm["start_us"], comm["duration_us"]):
+        end = start + duration
+        covered += sum(max(0.0, min(end, m_end) - max(start, m_start)) for m_start, m_end in merged
+                       if m_start < end and m_end > start)
+    return min(covered / float(comm["duration_us"].sum()), 1.0)
