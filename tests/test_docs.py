@@ -34,3 +34,12 @@ def test_readme_markdown_excerpt_matches_todays_report():
     flat = " ".join(report.split())
     for block in blocks:
         assert block in flat, f"README excerpt is out of date: {block[:80]}…"
+
+
+def test_readme_counts_of_rules_and_prescriptions_are_current():
+    from advisor.rulebook import load_rulebook
+
+    book = load_rulebook(installed=False)
+    readme = " ".join((DOCS.parent / "README.md").read_text(encoding="utf-8").split())
+    match = re.search(r"has (\d+) prescriptions .*? at least one of (\d+) rules", readme)
+    assert match and (int(match.group(1)), int(match.group(2))) == (len(book.knowledge), len(book.rules))
