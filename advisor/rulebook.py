@@ -31,6 +31,20 @@ from advisor.resources import data_dir
 M = TypeVar("M", bound=BaseModel)
 # libyaml's safe loader when PyYAML was built with it (5-10x faster); both construct plain data only.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeyLoader(_SAFE_LOADER):  # type: ignore[misc, valid-type]
+    """The safe loader, refusing a key given twice in one mapping (YAML loaders otherwise keep the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = getattr(key_node, "value", None)
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (also on line {seen[key]})", key_node.start_mark)
+            seen.setdefault(key, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep=deep)
 _MAX_FILE_BYTES = 1 << 20
 BUILTIN_PACK = "built-in"
 ENTRY_POINT_GROUP = "advisor.rule_packs"
@@ -224,7 +238,7 @@ def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
         if path.stat().st_size > _MAX_FILE_BYTES:
             problems.append(f"{path}:1: file is larger than 1 MiB")
             return None
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)  # noqa: S506 (a safe loader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -235,10 +249,6 @@ def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
         return None
     if not isinstance(data, dict):
         problems.append(f"{path}:1: expected a mapping at the top level")
-        return None
-    duplicates = _duplicate_keys(_compose(path))
-    if duplicates:
-        problems.extend(f"{path}:{line}: {message}" for line, message in duplicates)
         return None
     try:
         return model.model_validate(data)
@@ -306,25 +316,6 @@ def _line_for_problem(node: yaml.Node | None, problem: str) -> int:
             target = _child(_child(found, "where"), field_name) if field_name else None
             return (target or found).start_mark.line + 1
     return _line_of(node, [part for part in prefix.split(".") if part])
-
-
-def _duplicate_keys(node: yaml.Node | None) -> list[tuple[int, str]]:
-    """(line, message) for every key given twice in one mapping (YAML loaders keep the last one silently)."""
-    found: list[tuple[int, str]] = []
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[object, int] = {}
-        for key, value in node.value:
-            line = key.start_mark.line + 1
-            name = getattr(key, "value", None)
-            if isinstance(name, str) and name in seen:
-                found.append((line, f"duplicate key {name!r} (also on line {seen[name]})"))
-            elif isinstance(name, str):
-                seen[name] = line
-            found.extend(_duplicate_keys(value))
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            found.extend(_duplicate_keys(item))
-    return found
 
 
 def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:

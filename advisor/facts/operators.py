@@ -68,8 +68,9 @@ def pipe_profile(kernels: pd.DataFrame) -> pd.DataFrame:
     out = kernels[keys].drop_duplicates().reset_index(drop=True)
     for column in ("block_dim", "input_dtypes", "input_shapes"):
         if column in kernels and kernels[column].notna().any():
-            usual = kernels.dropna(subset=[column]).groupby(keys, dropna=False)[column].agg(lambda v: v.mode().iloc[0])
-            out = out.merge(usual.rename(column).reset_index(), on=keys, how="left")
+            counts = kernels.dropna(subset=[column]).groupby([*keys, column], dropna=False).size().reset_index(name="n")
+            usual = counts.sort_values("n", ascending=False, kind="stable").drop_duplicates(keys)[[*keys, column]]
+            out = out.merge(usual, on=keys, how="left")
     ratios = [c for c in PIPE_RATIOS if c in kernels and kernels[c].notna().any()]
     if not ratios:
         return out

@@ -9,8 +9,8 @@ MatMul→Add), and a MatMul directly followed by an AllReduce of its output is w
 from __future__ import annotations
 
 import re
-from collections import Counter
 
+import numpy as np
 import pandas as pd
 
 from advisor.facts.operators import COMMUNICATION_CORES
@@ -76,30 +76,33 @@ def kernel_pairs(timeline: pd.DataFrame, step_count: int, limit: int = MAX_PAIRS
 def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int) -> pd.DataFrame:
     """MC2 candidates: MatMul→AllReduce, MatMul→ReduceScatter and AllGather→MatMul, with times and the usual shape."""
     columns = ["pattern", "count_per_step", "matmul_us", "comm_us", "m", "k", "n", "dtype"]
-    found: dict[str, list[tuple[float, float, str, str]]] = {}
-    records = timeline.to_dict("records")
-    for current, following in zip(records, records[1:]):
-        if current["step"] != following["step"] and not (pd.isna(current["step"]) and pd.isna(following["step"])):
-            continue
-        if not current["is_comm"] and MATMUL.match(current["type"]) and following["collective"] in ("all_reduce", "reduce_scatter"):
-            pattern, matmul, comm = f"matmul_{following['collective']}", current, following
-        elif current["collective"] == "all_gather" and not following["is_comm"] and MATMUL.match(following["type"]):
-            pattern, matmul, comm = "all_gather_matmul", following, current
-        else:
-            continue
-        found.setdefault(pattern, []).append(
-            (float(matmul["duration_us"]), float(comm["duration_us"]), str(matmul["shapes"] or ""), str(matmul["dtypes"] or ""))
-        )
+    if len(timeline) < 2:
+        return pd.DataFrame(columns=columns)
+    nxt = timeline.shift(-1)
+    same_step = (timeline["step"] == nxt["step"]) | (timeline["step"].isna() & nxt["step"].isna())
+    is_matmul = ~timeline["is_comm"] & timeline["type"].str.match(MATMUL)
+    next_matmul = is_matmul.shift(-1, fill_value=False)
+    kinds = {
+        "matmul_all_reduce": same_step & is_matmul & (nxt["collective"] == "all_reduce"),
+        "matmul_reduce_scatter": same_step & is_matmul & (nxt["collective"] == "reduce_scatter"),
+        "all_gather_matmul": same_step & (timeline["collective"] == "all_gather") & next_matmul,
+    }
     rows = []
-    for pattern, items in sorted(found.items()):
-        shape_text, dtype_text = Counter((s, d) for _, _, s, d in items).most_common(1)[0][0]
+    for pattern, mask in sorted(kinds.items()):
+        mask = mask.fillna(False).astype(bool)
+        if not mask.any():
+            continue
+        first, second = timeline.loc[mask], nxt.loc[mask]
+        matmul, comm = (second, first) if pattern == "all_gather_matmul" else (first, second)
+        shapes = (matmul["shapes"].fillna("").astype(str) + "|" + matmul["dtypes"].fillna("").astype(str)).value_counts()
+        shape_text, dtype_text = shapes.index[0].split("|", 1)
         m, k, n = _matmul_dims(shape_text)
         rows.append(
             {
                 "pattern": pattern,
-                "count_per_step": len(items) / max(step_count, 1),
-                "matmul_us": sum(i[0] for i in items) / len(items),
-                "comm_us": sum(i[1] for i in items) / len(items),
+                "count_per_step": int(mask.sum()) / max(step_count, 1),
+                "matmul_us": float(matmul["duration_us"].mean()),
+                "comm_us": float(comm["duration_us"].mean()),
                 "m": m,
                 "k": k,
                 "n": n,
@@ -154,9 +157,21 @@ def matmul_overlap_share(timeline: pd.DataFrame) -> float | None:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    covered = 0.0
-    for start, duration in zip(comm["start_us"], comm["duration_us"]):
-        end = start + duration
-        covered += sum(max(0.0, min(end, m_end) - max(start, m_start)) for m_start, m_end in merged
-                       if m_start < end and m_end > start)
+    if not merged:
+        return 0.0
+    starts = np.array([m[0] for m in merged])
+    ends = np.array([m[1] for m in merged])
+    covered_before = np.concatenate([[0.0], np.cumsum(ends - starts)])  # union length of the first i intervals
+
+    def union_until(t: np.ndarray) -> np.ndarray:
+        """Length of the MatMul union before time t."""
+        index = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+        partial = np.where(index > 0, np.clip(t - starts[np.maximum(index - 1, 0)], 0, None), 0.0)
+        full = covered_before[np.maximum(index - 1, 0)]
+        last = np.where(index > 0, np.minimum(partial, (ends - starts)[np.maximum(index - 1, 0)]), 0.0)
+        return np.where(index > 0, full + last, 0.0)
+
+    comm_start = comm["start_us"].to_numpy(dtype=float)
+    comm_end = comm_start + comm["duration_us"].to_numpy(dtype=float)
+    covered = float((union_until(comm_end) - union_until(comm_start)).sum())
     return min(covered / float(comm["duration_us"].sum()), 1.0)
