@@ -83,6 +83,7 @@ class RankSpec:
     dataloader_us: float = 500.0
     gc_us: float = 0.0
     free_us: float = 0.0  # AscendCL@aclrtFree time injected into every step
+    optimizer_us: float = 0.0  # an Optimizer.step#AdamW.step region in every step
     groups: dict | None = None  # profiler_metadata parallel_group_info
     kernel_spacing_us: float = 5000.0  # start-to-start distance of consecutive kernels in a step
 
@@ -283,6 +284,8 @@ def _trace_view(spec: RankSpec) -> list[dict]:
             complete(gc, 9, "GC", cursor, spec.gc_us, "GC")
         if spec.free_us:
             complete(cann, 1, "AscendCL@aclrtFree", cursor, spec.free_us)
+        if spec.optimizer_us:
+            complete(python, 1, "Optimizer.step#AdamW.step", cursor, spec.optimizer_us, "cpu_op")
         for kernel in (k for k in spec.kernels if k.step == step):
             begin = kernel_start(spec, kernel)
             launch = begin - 80.0
@@ -323,20 +326,41 @@ def skipped_reason(parent: Path, relative: str, content: bytes) -> tuple[str, st
 
 
 EVERY_CATEGORY_ENV = ["ASCEND_LAUNCH_BLOCKING=1", "TASK_QUEUE_ENABLE=1"]
-EVERY_CATEGORY_CONTEXT = "device_memory_gb: 7.5\n"  # the process peaks at 7000 MB: 91 % of the device
+# 7000 MB process peak on 7.5 GB devices (91 %); Atlas A3 in max-autotune; a 0.2 B model run with TP=2 where TP=1 fits.
+EVERY_CATEGORY_CONTEXT = (
+    "device_memory_gb: 7.5\nchip: Atlas A3\nexecution_mode: torchair-max-autotune\nparameters_billion: 0.2\n"
+    "cards_per_node: 8\ntensor_parallel: 2\npipeline_parallel: 1\ndata_parallel: 1\n"
+)
 
 
 def build_every_category(parent: Path) -> Path:
     """A two-rank job with a problem in every category a full profile can show (all but 'profiling').
 
-    Rank 0 idles longer than rank 1 (uneven ranks), both compile online, synchronise, collect garbage,
-    wait for the DataLoader, reorganise the allocator twice per step, mostly wait inside collectives over
-    a slow link; diagnose it with ``--env`` EVERY_CATEGORY_ENV and a ``--context`` of EVERY_CATEGORY_CONTEXT.
+    Rank 0 idles longer than rank 1 (uneven ranks); both compile online, synchronise, collect garbage,
+    wait for the DataLoader, run an unfused optimizer step, reorganise the allocator twice per step and
+    mostly wait inside collectives over a slow link; their kernels include an AI CPU IndexPut, a
+    decomposed RMSNorm (Rsqrt→Mul), a MatMul followed by its AllReduce and a hundred tiny kernels.
+    Diagnose it with ``--env`` EVERY_CATEGORY_ENV and a ``--context`` of EVERY_CATEGORY_CONTEXT.
     """
     for rank, free in ((0, 900.0), (1, 400.0)):
+        kernels = [
+            k
+            for step in (5, 6)
+            for k in (
+                Kernel(step, "FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 881.64),
+                Kernel(step, "IndexPutV2_1", "IndexPutV2", "AI_CPU", 300.0),
+                Kernel(step, "Rsqrt_1", "Rsqrt", "AI_VECTOR_CORE", 20.0),
+                Kernel(step, "Mul_1", "Mul", "AI_VECTOR_CORE", 20.0),
+                Kernel(step, "Rsqrt_2", "Rsqrt", "AI_VECTOR_CORE", 20.0),
+                Kernel(step, "Mul_2", "Mul", "AI_VECTOR_CORE", 20.0),
+                Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 170.4),
+                Kernel(step, "hcom_allReduce__612_0_1", "hcom_allReduce_", "COMMUNICATION", 1987.92),
+                *(Kernel(step, f"Cast_{i}", "Cast", "AI_VECTOR_CORE", 2.0) for i in range(110)),
+            )
+        ]
         build_rank(parent, RankSpec(
             rank=rank, rank_id=str(rank), steps=[StepRow(5, 1344.32, 1921.46, free, 66.46), StepRow(6, 1344.32, 1921.46, free, 66.46)],
-            compiles_per_step=2, syncs_per_step=3, gc_us=100.0, dataloader_us=400.0, reserved_drops_per_step=2,
-            comm_transit_share=0.3, comm_size_mb=8.0,
+            kernels=kernels, kernel_spacing_us=20.0, compiles_per_step=2, syncs_per_step=3, gc_us=100.0,
+            dataloader_us=400.0, optimizer_us=600.0, reserved_drops_per_step=2, comm_transit_share=0.3, comm_size_mb=8.0,
         ))
     return parent
