@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXAMPLE := examples/ascend-level1-2ranks
 
-.PHONY: demo test schema docs screenshot clean
+.PHONY: demo test schema docs screenshot corpus clean
 
 $(BIN)/advisor: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: $(BIN)/advisor
 
 schema: $(BIN)/advisor
 	$(BIN)/python -c "from advisor.report import write_schema; write_schema()"
+
+corpus: $(BIN)/advisor  # write the hardening corpus (tests/corpus/cases.py) to out/corpus, with manifest.json
+	rm -rf out/corpus
+	$(BIN)/python tests/corpus/cases.py out/corpus
 
 screenshot: $(BIN)/advisor
 	$(BIN)/python docs/img/screenshot.py

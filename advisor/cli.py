@@ -62,6 +62,23 @@ ContextOption = Annotated[
     Optional[Path], typer.Option("--context", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")]
+
+
+def _max_file_size(value: Optional[str]) -> Optional[str]:
+    from advisor.ingest.limits import DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES, parse_size
+
+    try:
+        MAX_FILE_BYTES.set(DEFAULT_MAX_FILE_BYTES if value is None else parse_size(value))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+MaxFileSizeOption = Annotated[
+    Optional[str],
+    typer.Option("--max-file-size", callback=_max_file_size, metavar="SIZE",
+                 help="Skip input files larger than this (default 4G; e.g. 16G)."),
+]
 RulesOption = Annotated[
     Optional[list[Path]],
     typer.Option("--rules", help="A rule pack directory (rules/, knowledge/, pack.yaml) to add (repeatable)."),
@@ -101,6 +118,7 @@ def diagnose_command(
     explain: Annotated[
         bool, typer.Option("--explain", help="In the terminal report, show each finding's conditions and fact values.")
     ] = False,
+    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
     """Diagnose a profile and print or write the action plan."""
@@ -122,6 +140,7 @@ def facts_command(
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
+    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
     """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against."""
@@ -167,8 +186,7 @@ def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContex
             if key not in ("type", "id", "sources") and value not in (None, []):
                 typer.echo(f"    {key}: {json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value}")
         typer.echo(f"    sources: {'; '.join(fact['sources'])}")
-    for skipped in report.coverage.skipped:
-        _note(f"skipped {skipped.file}: {skipped.reason}", level="warning")
+    _note_coverage(report.coverage)
 
 
 rules_app = typer.Typer(help="Work with rule files.", no_args_is_help=True)
@@ -298,6 +316,7 @@ def explain_command(
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
+    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
     """Show why a rule fired on a profile (each condition with its fact values), or why it did not."""
@@ -500,8 +519,7 @@ def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool
             except OSError as exc:
                 raise errors.InputError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
             _note(f"report written to {output}")
-    for skipped in report.coverage.skipped:
-        _note(f"skipped {skipped.file}: {skipped.reason}", level="warning")
+    _note_coverage(report.coverage)
     if report.status == "empty":
         _note("nothing could be diagnosed: no step or operator data was readable", level="error")
 
@@ -522,6 +540,16 @@ def _locale_language() -> str:
         if value:
             return "zh" if value.lower().startswith("zh") else "en"
     return "en"
+
+
+def _note_coverage(coverage) -> None:
+    """One warning line per input that was skipped, read in part or read with problems."""
+    for skipped in coverage.skipped:
+        _note(f"skipped {skipped.file}: {skipped.reason}", level="warning")
+    for partial in coverage.partly_read:
+        _note(f"read only part of {partial.file}: {partial.reason}", level="warning")
+    for warning in coverage.warnings:
+        _note(warning, level="warning")
 
 
 def _note(message: str, level: str = "note") -> None:

@@ -81,7 +81,7 @@ def diagnose(
     return Report(
         tool=ToolInfo(version=VERSION, packs=[_pack_used(p) for p in book.packs]),
         lang=lang,
-        status=_status(facts, bool(skipped)),
+        status=_status(facts, bool(skipped or profile.coverage.partly_read)),
         input=_input_info(str(path), profile, facts),
         summary=summarize(facts, result.firings),
         findings=plan_findings(result.firings, result.all_facts, book, lang),
@@ -90,6 +90,7 @@ def diagnose(
             read=profile.coverage.read,
             missing=profile.coverage.missing,
             skipped=skipped,
+            partly_read=[SkippedFile(file=s.file, reason=s.reason) for s in profile.coverage.partly_read],
             warnings=profile.coverage.warnings
             + facts.warnings
             + [f"rule pack {pack.root}: {problem}" for pack in book.skipped for problem in pack.problems],

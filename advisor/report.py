@@ -176,6 +176,9 @@ class CoverageInfo(_Model):
     read: list[str]
     missing: list[str]
     skipped: list[SkippedFile]
+    partly_read: list[SkippedFile] = Field(
+        default_factory=list, description="Files read only up to a point (a truncated trace): what was before it was used."
+    )
     warnings: list[str]
 
 
@@ -184,7 +187,7 @@ class Report(_Model):
     tool: ToolInfo
     lang: Literal["en", "zh"]
     status: Literal["complete", "partial", "empty"] = Field(
-        description="'partial' when input files were skipped; 'empty' when no step or operator data could be read."
+        description="'partial' when input files were skipped or read only in part; 'empty' when no step or operator data could be read."
     )
     input: InputInfo
     summary: Summary

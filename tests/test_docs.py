@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 from advisor import errors
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 
 
 def test_exit_codes_in_docs_match_the_code():
@@ -43,3 +45,45 @@ def test_readme_counts_of_rules_and_prescriptions_are_current():
     readme = " ".join((DOCS.parent / "README.md").read_text(encoding="utf-8").split())
     match = re.search(r"has (\d+) prescriptions .*? at least one of (\d+) rules", readme)
     assert match and (int(match.group(1)), int(match.group(2))) == (len(book.knowledge), len(book.rules))
+
+
+_RAISED = {"FileProblem", "InputError", "RuleError", "NothingToDiagnose", "EngineError", "AdvisorError"}
+
+
+def _template(node: ast.AST) -> str | None:
+    """A message argument as text with ``{}`` for every interpolated part (None when built at run time)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    return None
+
+
+def _messages() -> list[tuple[str, str]]:
+    """(where, template) of every message the code raises to the user or appends to a warnings list."""
+    found = []
+    for path in sorted((ROOT / "advisor").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+            if name in _RAISED or name == "_note" or (name == "append" and owner == "warnings"):
+                text = _template(node.args[0])
+                if text is not None:
+                    found.append((f"{path.relative_to(ROOT)}:{node.lineno}", text))
+    return found
+
+
+def test_errors_doc_lists_every_message_the_code_can_give():
+    doc = (DOCS / "errors.md").read_text(encoding="utf-8").replace("\\|", "|")
+    messages = _messages()
+    assert len(messages) > 60
+    undocumented = []
+    for where, text in messages:
+        for fragment in text.split("{}"):
+            fragment = fragment.strip(" ;:,.()'\"")
+            if len(fragment) >= 6 and fragment not in doc:
+                undocumented.append(f"{where}: {fragment!r}")
+    assert not undocumented, "docs/errors.md lacks:\n" + "\n".join(undocumented)

@@ -86,7 +86,7 @@ def test_missing_files_are_recorded_not_fatal(tmp_path):
         (b"", "is empty"),
         (b"Step,Computing\r\n5,1.0\r\n", "lacks the column(s) 'Communication(Not Overlapped)', 'Free'"),
         (b"\x00\x01\x02binary", "is binary"),
-        (b"Step,Computing,Communication(Not Overlapped),Free\n\xff\xfe,1,2,3\n", "cannot be parsed as CSV"),
+        (b"Step,Comput\xe9,Communication(Not Overlapped),Free\n5,1,2,3\n", "header is not UTF-8 text (byte 11)"),
     ],
 )
 def test_broken_csv_is_skipped_with_its_reason(tmp_path, content, reason):
@@ -94,6 +94,16 @@ def test_broken_csv_is_skipped_with_its_reason(tmp_path, content, reason):
     assert file.endswith("ASCEND_PROFILER_OUTPUT/step_trace_time.csv")
     assert reason in why
     assert load_profile(tmp_path).ranks[0].kernels is not None  # the rest is still read
+
+
+def test_values_that_are_not_utf8_are_kept_with_replacement_characters(tmp_path):
+    rank_dir = build_rank(tmp_path, RankSpec())
+    path = rank_dir / "ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    path.write_bytes(path.read_bytes().replace(b"RmsNorm", b"RmsNorm\xe9", 1))
+    profile = load_profile(tmp_path)
+    names = profile.ranks[0].kernels.frame["name"].tolist()
+    assert "RmsNorm\ufffd" in names and len(names) == len(RankSpec().kernels)
+    assert any("1 value(s) in column 'Name' are not UTF-8 text" in w for w in profile.coverage.warnings)
 
 
 def test_ragged_rows_and_non_numbers_become_warnings(tmp_path):

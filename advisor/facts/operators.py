@@ -15,7 +15,7 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     Collectives (Accelerator Core HCCL/COMMUNICATION, or names starting with ``hcom_``) are not compute.
     Where Type is unknown (Level0 writes N/A) the kernel Name stands in and ``type_source`` says so.
     """
-    core = kernels["accelerator_core"] if "accelerator_core" in kernels else pd.Series(pd.NA, index=kernels.index)
+    core = kernels["accelerator_core"] if "accelerator_core" in kernels else pd.Series(None, index=kernels.index, dtype=object)
     name = kernels["name"].fillna("")
     is_comm = core.fillna("").str.upper().isin(COMMUNICATION_CORES) | name.str.lower().str.startswith("hcom_")
     rows = kernels.loc[~is_comm & kernels["duration_us"].notna() & (kernels["duration_us"] >= 0)]

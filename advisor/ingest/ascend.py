@@ -7,16 +7,19 @@ skipped with the reason, and reading carries on with the rest.
 from __future__ import annotations
 
 import contextvars
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, TypeVar
 
 import orjson
 
 from advisor.ingest.communication import parse_communication
 from advisor.ingest.csvtable import Column, read_csv_table
-from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData
+from advisor.ingest.limits import check_size
+from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData, SkippedFile
 from advisor.ingest.paths import display_path
 from advisor.ingest.trace import read_trace
 
@@ -130,6 +133,8 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     data.operator_memory = reader.read(output_dir / "operator_memory.csv", _csv(OPERATOR_MEMORY_COLUMNS))
     data.module_memory = reader.read(output_dir / "npu_module_mem.csv", _csv(MODULE_MEMORY_COLUMNS))
     data.trace = reader.read(output_dir / "trace_view.json", read_trace)
+    if data.trace is not None and data.trace.truncation is not None:
+        reader.partly_read(output_dir / "trace_view.json", data.trace.truncation)
     if data.device_id is None:
         data.device_id = _first_device_id(data.step_trace, data.kernels)
     return data
@@ -153,18 +158,18 @@ class _Reader:
         self.base = base
         self.coverage = coverage
 
+    def partly_read(self, path: Path, reason: str) -> None:
+        self.coverage.partly_read.append(SkippedFile(file=display_path(path, self.base), reason=reason))
+
     def read(self, path: Path, parse: Callable[[Path, list[str]], T]) -> T | None:
         """Parse ``path``; problems that do not stop the parse become coverage warnings naming the file."""
         shown = display_path(path, self.base)
-        if not path.exists():
-            self.coverage.missing.append(shown)
-            return None
-        if not path.is_file():
-            self.coverage.skip(shown, "is not a regular file")
-            return None
         warnings: list[str] = []
-        report_progress(shown, path)
         try:
+            if not _check_usable(path):
+                self.coverage.missing.append(shown)
+                return None
+            report_progress(shown, path)
             result = parse(path, warnings)
         except FileProblem as exc:
             self.coverage.skip(shown, str(exc))
@@ -178,6 +183,24 @@ class _Reader:
         self.coverage.read.append(shown)
         self.coverage.warnings.extend(f"{shown}: {w}" for w in warnings)
         return result
+
+
+def _check_usable(path: Path) -> bool:
+    """False when ``path`` is absent; FileProblem when it cannot be parsed (checked before opening it)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise FileProblem(f"is a symbolic link that leads nowhere (to {os.readlink(path)})") from None
+        return False
+    except OSError as exc:
+        if path.is_symlink():
+            raise FileProblem(f"is a symbolic link that leads nowhere (to {os.readlink(path)}: {exc.strerror or exc})") from None
+        raise FileProblem(f"cannot be read ({exc.strerror or exc})") from None
+    if not S_ISREG(stat.st_mode):
+        raise FileProblem("is not a regular file")
+    check_size(stat.st_size)
+    return True
 
 
 def _csv(columns: tuple[Column, ...]) -> Callable[[Path, list[str]], CsvTable]:
@@ -194,12 +217,13 @@ def _communication(path: Path, warnings: list[str]) -> CommunicationTables:
 
 def _read_json_object(path: Path, max_bytes: int = _MAX_JSON_BYTES) -> dict[str, Any]:
     size = path.stat().st_size
-    if size == 0:
-        raise FileProblem("is empty")
     if size > max_bytes:
         raise FileProblem(f"is {size >> 20} MiB, over the {max_bytes >> 20} MiB this file can plausibly have")
+    data = path.read_bytes()
+    if not data.strip():
+        raise FileProblem("is empty")
     try:
-        content = orjson.loads(path.read_bytes())
+        content = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise FileProblem(f"is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
     if not isinstance(content, dict):

@@ -8,6 +8,7 @@ they are recomputed from the ops. Times stay in the file's ms; sizes in its deci
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -85,6 +86,12 @@ def _kind(op_key: str) -> str:
 
 
 def _number(value: Any) -> float | None:
+    """A finite, non-negative number, also when written as a string (``"1.98"``); else None."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if value == value and abs(value) != float("inf") and value >= 0 else None
+    return float(value) if math.isfinite(value) and value >= 0 else None

@@ -3,7 +3,7 @@
 Headers are matched by name (never by position) against a spec of canonical columns with aliases
 (``Block Dim|Block Num``, ``Step Id|Step ID`` …). Cells are stripped of spaces and the trailing TAB that
 CANN appends to timestamps; ``N/A`` and empty cells become nulls; numeric columns are parsed as floats
-(values that are not numbers become nulls and are counted in a warning). CRLF or LF line endings, a
+(values that are not numbers, infinite, negative or over 1e18 become nulls and are counted in a warning). CRLF or LF line endings, a
 UTF-8 BOM and multi-line quoted cells are all accepted. Parsing is done by pyarrow, reading only the
 columns the spec asks for.
 """
@@ -26,6 +26,9 @@ from advisor.ingest.model import CsvTable, FileProblem
 
 _NULL_TOKENS = pa.array(["", "N/A", "NA", "n/a", "null", "None"])
 _HEADER_PROBE_BYTES = 1 << 20
+# Every numeric column is a time, size, count, ratio or id: none is negative, and none exceeds 1e18
+# (µs timestamps are ~1.8e15); such values are damage, and would overflow sums downstream.
+_MAX_PLAUSIBLE = 1e18
 
 
 @dataclass(frozen=True)
@@ -53,18 +56,27 @@ def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str])
         bad_rows.append(row.number if row.number is not None else -1)
         return "skip"
 
-    try:
-        table = pacsv.read_csv(
+    def parse(cell_type: pa.DataType) -> pa.Table:
+        bad_rows.clear()
+        return pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(use_threads=True, block_size=16 << 20),
             parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid_row),
             convert_options=pacsv.ConvertOptions(
                 include_columns=include,
-                column_types={name: pa.string() for name in include},
+                column_types={name: cell_type for name in include},
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),
         )
+
+    try:
+        try:
+            table = parse(pa.string())
+        except pa.ArrowInvalid as exc:
+            if "UTF8" not in str(exc):
+                raise
+            table = _decode_cells(parse(pa.binary()), warnings)
     except pa.ArrowInvalid as exc:
         raise FileProblem(f"cannot be parsed as CSV ({_first_line(exc)})") from exc
     if bad_rows:
@@ -79,6 +91,29 @@ def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str])
         column = by_name[name]
         frame[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_str(values)
     return CsvTable(path=path, frame=frame, header=[h.strip() for h in header])
+
+
+def _decode_cells(table: pa.Table, warnings: list[str]) -> pa.Table:
+    """Cells read as bytes → text; bytes that are not UTF-8 become U+FFFD, counted in a warning per column."""
+    columns = []
+    for name, column in zip(table.column_names, table.columns):
+        try:
+            columns.append(pc.cast(column, pa.string()))
+            continue
+        except pa.ArrowInvalid:
+            pass
+        values = column.to_pylist()
+        bad = 0
+        for i, value in enumerate(values):
+            try:
+                values[i] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                values[i] = value.decode("utf-8", errors="replace")
+                bad += 1
+        warnings.append(f"{bad} value(s) in column {name.strip()!r} are not UTF-8 text; their undecodable bytes "
+                        "were replaced with U+FFFD")
+        columns.append(pa.chunked_array([pa.array(values, pa.string())]))
+    return pa.table(columns, names=table.column_names)
 
 
 def _read_header(path: Path) -> list[str]:
@@ -135,12 +170,12 @@ def _as_float(values: pa.ChunkedArray, column: Column, warnings: list[str]) -> p
         parsed = pd.to_numeric(raw, errors="coerce").astype("float64")
         bad = int((parsed.isna() & raw.notna()).sum())
         warnings.append(f"{bad} non-numeric value(s) in column {column.headers[0]!r} were treated as missing")
-    infinite = np.isinf(parsed.to_numpy(dtype="float64", na_value=np.nan))
-    if infinite.any():
-        warnings.append(
-            f"{int(infinite.sum())} infinite value(s) in column {column.headers[0]!r} were treated as missing"
-        )
-        parsed = parsed.mask(infinite)
+    array = parsed.to_numpy(dtype="float64", na_value=np.nan)
+    for problem, unusable in (("infinite", np.isinf(array)), ("negative", array < 0),
+                              ("implausibly large (over 1e18)", np.isfinite(array) & (array > _MAX_PLAUSIBLE))):
+        if unusable.any():
+            warnings.append(f"{int(unusable.sum())} {problem} value(s) in column {column.headers[0]!r} were treated as missing")
+            parsed = parsed.mask(unusable)
     return parsed
 
 

@@ -32,6 +32,7 @@ class Coverage(BaseModel):
     read: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
     skipped: list[SkippedFile] = Field(default_factory=list)
+    partly_read: list[SkippedFile] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
     def skip(self, file: str, reason: str) -> None:

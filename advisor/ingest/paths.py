@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 def display_path(path: Path, base: Path) -> str:
-    """``path`` relative to ``base`` when it lies inside it, else as given."""
+    """``path`` relative to ``base`` when it lies inside it, else as given (symbolic links are not followed)."""
+    for inside, outside in ((_absolute(path), _absolute(base)), (_resolved(path), _resolved(base))):
+        if inside is not None and outside is not None and inside.is_relative_to(outside):
+            return inside.relative_to(outside).as_posix() or "."
+    return str(path)
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path))
+
+
+def _resolved(path: Path) -> Path | None:
     try:
-        return path.resolve().relative_to(base.resolve()).as_posix() or "."
-    except (ValueError, OSError):
-        return str(path)
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop (Python < 3.13)
+        return None

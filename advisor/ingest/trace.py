@@ -75,6 +75,7 @@ class TraceTables:
     device: pd.DataFrame  # Ascend Hardware X events: stream, name, task_type, ts, dur
     overlap: pd.DataFrame  # Overlap Analysis X events: lane, ts, dur
     launches: pd.DataFrame  # HostToDevice flows paired: launch_ts, device_ts
+    truncation: str | None = None  # why only the start of the file was read (a cut-off file), else None
 
 
 @dataclass
@@ -95,30 +96,52 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     """Decode ``path`` and split it into tables; raise FileProblem when it is not a trace at all."""
     rows = _Rows()
     bad = 0
+    cut = _Cut()
     with path.open("rb") as handle:
-        for events, dropped in _blocks(handle):
-            _collect(events, rows)
-            bad += dropped
+        try:
+            for events, dropped in _blocks(handle, cut):
+                _collect(events, rows)
+                bad += dropped
+        except RecursionError as exc:
+            raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
     if bad:
         warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")
-    if not rows.names:
+    by_fields = not rows.names and cut.reason is not None and any((rows.host, rows.apis, rows.device))
+    if not rows.names and not by_fields:
         raise FileProblem("has no process_name metadata events; it is not an Ascend trace_view.json")
+    if by_fields:
+        cut.reason += "; the process names were in the lost part, so events were classified by their own fields"
     if rows.bad_times:
         warnings.append(f"{rows.bad_times} event(s) without a usable ts/dur were ignored")
 
     def of(process: str, table: list) -> list:
+        if by_fields:  # each table already holds only the events whose fields fit it
+            return [row[1:] for row in table]
         pids = {pid for pid, name in rows.names.items() if name == process}
         return [row[1:] for row in table if row[0] in pids]
 
-    gc = [(name, "GC", tid, ts, dur) for name, _cat, tid, ts, dur in of("Python GC", rows.host)]
+    if by_fields:
+        gc = [(name, "GC", tid, ts, dur) for name, cat, tid, ts, dur in of("Python", rows.host) if cat == "GC"]
+        host = [row for row in of("Python", rows.host) if row[1] != "GC"]
+    else:
+        gc = [(name, "GC", tid, ts, dur) for name, _cat, tid, ts, dur in of("Python GC", rows.host)]
+        host = of("Python", rows.host)
     paired = [(rows.starts[i], rows.ends[i]) for i in rows.starts.keys() & rows.ends.keys()]
     return TraceTables(
-        host=pd.DataFrame(of("Python", rows.host) + gc, columns=["name", "cat", "tid", "ts", "dur"]),
+        host=pd.DataFrame(host + gc, columns=["name", "cat", "tid", "ts", "dur"]),
         apis=pd.DataFrame(of(API_PROCESS, rows.apis), columns=["name", "tid", "ts", "dur"]),
         device=pd.DataFrame(of(DEVICE_PROCESS, rows.device), columns=["stream", "name", "task_type", "ts", "dur"]),
         overlap=pd.DataFrame(of(OVERLAP_PROCESS, rows.overlap), columns=["lane", "ts", "dur"]),
         launches=pd.DataFrame(sorted(paired), columns=["launch_ts", "device_ts"]),
+        truncation=cut.reason,
     )
+
+
+@dataclass
+class _Cut:
+    """Set when the file ends inside the array (the profiler was stopped while writing)."""
+
+    reason: str | None = None
 
 
 def _collect(events: list[_Event], rows: _Rows) -> None:
@@ -150,8 +173,8 @@ def _collect(events: list[_Event], rows: _Rows) -> None:
                 rows.ends[e.id] = e.ts
 
 
-def _blocks(handle) -> Iterator[tuple[list[_Event], int]]:
-    """Yield (events, events dropped for bad field types) block by block."""
+def _blocks(handle, cut: _Cut) -> Iterator[tuple[list[_Event], int]]:
+    """Yield (events, events dropped for bad field types) block by block; a cut-off end is noted in ``cut``."""
     head = handle.read(BLOCK_BYTES).lstrip()
     if not head:
         raise FileProblem("is empty")
@@ -159,6 +182,7 @@ def _blocks(handle) -> Iterator[tuple[list[_Event], int]]:
         kind = "an object" if head.startswith(b"{") else "not JSON"
         raise FileProblem(f"is not a JSON array of events (the file holds {kind})")
     pending = head[1:]
+    consumed = len(head) - len(pending)
     while True:
         more = handle.read(BLOCK_BYTES)
         if not more:
@@ -172,10 +196,18 @@ def _blocks(handle) -> Iterator[tuple[list[_Event], int]]:
             events, dropped, rest = decoded
             yield events, dropped
             pending = pending[rest:]
+            consumed += rest
     tail = pending.rstrip()
-    if not tail.endswith(b"]"):
-        raise FileProblem("is not a valid JSON array of events (it is truncated: no closing ']')")
-    yield _decode_lenient(b"[" + tail)
+    if tail.endswith(b"]"):
+        yield _decode_lenient(b"[" + tail)
+        return
+    complete = _decode_prefix(tail + b",{", _last_boundary(tail + b",{") or [])
+    if complete is None:
+        raise FileProblem("is not a valid JSON array of events (it is truncated before its first complete event)")
+    events, dropped, rest = complete
+    cut.reason = (f"it is truncated at byte {consumed + len(tail):,} (no closing ']'); "
+                  f"the events before byte {consumed + rest:,} were read, the rest of the capture is lost")
+    yield events, dropped
 
 
 def _last_boundary(buffer: bytes) -> list[int] | None:

@@ -10,11 +10,15 @@ import yaml
 from advisor.report import Report
 from advisor.resources import data_dir
 
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# ANSI CSI and OSC sequences, C0/C1 controls but tab and newline, and the bidirectional overrides and
+# isolates that can make displayed text read differently from what it is ("Trojan Source").
+_CONTROL = re.compile(
+    r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def strip_control(text: str) -> str:
-    """Remove ANSI escape sequences and control characters (tabs and newlines stay)."""
+    """Remove ANSI escape sequences, control characters (tabs and newlines stay) and bidi overrides."""
     return _CONTROL.sub("", text)
 
 

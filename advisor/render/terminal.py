@@ -103,10 +103,12 @@ def render_terminal(report: Report, console: Console, explain: bool = False) -> 
         console.print(Group(title, Padding(Group(*parts), (0, 0, 1, 3))))
 
     coverage = report.coverage
-    if coverage.skipped or coverage.missing or coverage.warnings:
+    if coverage.skipped or coverage.partly_read or coverage.missing or coverage.warnings:
         console.print(Text(words["coverage"], style="bold underline"))
         for skipped in coverage.skipped:
             console.print(Text("✗ ", style="red") + clean(f"{skipped.file}: {skipped.reason}"))
+        for partial in coverage.partly_read:
+            console.print(Text("½ ", style="yellow") + clean(f"{partial.file} ({words['files_partly_read'].lower()}): {partial.reason}"))
         for missing in coverage.missing:
             console.print(Text("– ", style="dim") + clean(f"{missing} ({words['files_missing'].lower()})"))
         for warning in coverage.warnings:

@@ -1,0 +1,714 @@
+"""The hardening corpus: hundreds of broken and hostile inputs, each with the behaviour it must produce.
+
+Every case copies one of the bundled profiles (the real two-rank capture or the single-rank and cluster
+samples), breaks or poisons something in it and states what the CLI must do: the exit code, the messages
+on standard error (each naming the file and the problem), which input files the damage may cost findings
+from (every other finding of the intact profile must survive), and extra checks on the output (escaping).
+
+``python tests/corpus/cases.py OUT`` writes every case under ``OUT/<name>/`` with ``OUT/manifest.json``
+(name, command, expected exit code and messages) so the corpus can be run by hand or by another tool;
+``tests/test_corpus.py`` builds the same cases in a temporary directory and runs the CLI on each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REAL = FIXTURES / "ascend-level1-2ranks"
+SINGLE = FIXTURES / "samples" / "single_rank"
+CLUSTER = FIXTURES / "samples" / "cluster_2ranks"
+BASES = {"real": REAL, "single": SINGLE, "cluster": CLUSTER}
+
+RANK = "localhost_2231054_20251127192733123_ascend_pt"  # the single sample's rank directory
+OUT = f"{RANK}/ASCEND_PROFILER_OUTPUT"
+CSV_FILES = ("step_trace_time.csv", "kernel_details.csv", "op_statistic.csv", "memory_record.csv",
+             "operator_memory.csv", "npu_module_mem.csv")
+JSON_FILES = (f"{OUT}/communication.json", f"{OUT}/trace_view.json", f"{RANK}/profiler_info_0.json",
+              f"{RANK}/profiler_metadata.json", f"{RANK}/PROF_000001_20251127192733456_FKFLNPEPPRGCEGFC/device_0/info.json.0")
+READ_FILES = tuple(f"{OUT}/{name}" for name in CSV_FILES) + JSON_FILES
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+Check = Callable[[str, str, Path], None]  # (stdout, stderr, case directory) -> raises AssertionError
+
+
+@dataclass
+class Case:
+    """One corpus input and the behaviour the CLI must show on it."""
+
+    name: str
+    base: str | None  # which bundled profile it is made from (None: made from nothing)
+    mutate: Callable[[Path], None]  # breaks the copied profile in place (given its root)
+    exit: int
+    messages: tuple[str, ...] = ()  # regexes stderr must match
+    lost: tuple[str, ...] | None = ()  # files whose findings may go; None: no finding can be expected
+    args: tuple[str, ...] = ("-f", "json")  # options after `diagnose PATH`
+    command: tuple[str, ...] = ("diagnose",)
+    target: str = "prof"  # the path given to the command, relative to the case directory
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+
+    def build(self, directory: Path) -> list[str]:
+        """Write the case under ``directory`` and return the CLI arguments that run it."""
+        profile = directory / "prof"
+        if self.base is not None:
+            shutil.copytree(BASES[self.base], profile, symlinks=True, ignore=shutil.ignore_patterns("LICENSE-NOTICE.md"))
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.mutate(profile)
+        target = str(directory / self.target) if self.target else ""
+        arguments = [a.replace("{dir}", str(directory)) for a in self.args]
+        return [*self.command, *([target] if target else []), *arguments]
+
+
+def skipped(file: str, reason: str) -> str:
+    return rf"advisor: warning: skipped {re.escape(file)}: (?:{reason})"
+
+
+def warned(file: str, problem: str) -> str:
+    return rf"advisor: warning: {re.escape(file)}: .*(?:{problem})"
+
+
+# --- file-level damage, applied to every file advisor reads ---------------------------------------------
+
+def _write(relative: str, content: bytes) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        (root / relative).write_bytes(content)
+    return mutate
+
+
+def _replace_with_directory(relative: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / relative
+        path.unlink()
+        (path / "inner").mkdir(parents=True)
+    return mutate
+
+
+def _symlink(relative: str, target: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / relative
+        path.unlink()
+        path.symlink_to(target)
+    return mutate
+
+
+def _fifo(relative: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / relative
+        path.unlink()
+        os.mkfifo(path)
+    return mutate
+
+
+def _unreadable(relative: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        (root / relative).chmod(0)
+    return mutate
+
+
+def _truncate(relative: str, fraction: float) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / relative
+        data = path.read_bytes()
+        path.write_bytes(data[: max(1, int(len(data) * fraction))])
+    return mutate
+
+
+def _sparse(relative: str, size: int) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / relative
+        with path.open("r+b") as handle:
+            handle.truncate(size)
+    return mutate
+
+
+def _file_damage() -> list[Case]:
+    cases = []
+    for relative in READ_FILES:
+        name = relative.rsplit("/", 1)[-1]
+        lost = (relative,)
+        is_csv = name.endswith(".csv")
+        cases += [
+            Case(f"{name}/zero-bytes", "single", _write(relative, b""), 3, (skipped(relative, "is empty"),), lost),
+            Case(f"{name}/whitespace", "single", _write(relative, b" \r\n\t\n"), 3, (skipped(relative, "is empty"),), lost),
+            Case(f"{name}/directory", "single", _replace_with_directory(relative), 3,
+                 (skipped(relative, "is not a regular file"),), lost),
+            Case(f"{name}/fifo", "single", _fifo(relative), 3, (skipped(relative, "is not a regular file"),), lost),
+            Case(f"{name}/symlink-loop", "single", _symlink(relative, name), 3,
+                 (skipped(relative, "is a symbolic link that leads nowhere"),), lost),
+            Case(f"{name}/dangling-symlink", "single", _symlink(relative, "/nonexistent/file"), 3,
+                 (skipped(relative, r"is a symbolic link that leads nowhere \(to /nonexistent/file\)"),), lost),
+            Case(f"{name}/binary", "single", _write(relative, bytes(range(256)) * 64), 3,
+                 (skipped(relative, "is binary" if is_csv else "is not valid JSON|is not a JSON array"),), lost),
+            Case(f"{name}/truncated-at-1-byte", "single", _truncate(relative, 0.0001), 3,
+                 (skipped(relative, "lacks the column|is not (a )?valid JSON|is truncated|is empty"),), lost),
+            Case(f"{name}/sparse-5GiB", "single", _sparse(relative, 5 << 30), 3,
+                 (skipped(relative, r"is 5\.0 GiB, over the .* limit"),), lost),
+        ]
+        if IS_ROOT:  # root reads anything: the file is simply read
+            cases.append(Case(f"{name}/unreadable", "single", _unreadable(relative), 0))
+        else:
+            cases.append(Case(f"{name}/unreadable", "single", _unreadable(relative), 3,
+                              (skipped(relative, r"cannot be read \(permission denied\)"),), lost))
+    return cases
+
+
+# --- CSV content damage ---------------------------------------------------------------------------------
+
+def _edit_csv(relative: str, edit: Callable[[list[list[str]]], list[list[str]]], line_end: str = "\r\n",
+              prefix: bytes = b"") -> Callable[[Path], None]:
+    import csv
+    import io
+
+    def mutate(root: Path) -> None:
+        path = root / relative
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator=line_end).writerows(edit(rows))
+        path.write_bytes(prefix + buffer.getvalue().encode("utf-8"))
+    return mutate
+
+
+def _set_column(header: str, value: str, every: int = 1) -> Callable[[list[list[str]]], list[list[str]]]:
+    def edit(rows: list[list[str]]) -> list[list[str]]:
+        index = [h.strip() for h in rows[0]].index(header)
+        for number, row in enumerate(rows[1:]):
+            if number % every == 0:
+                row[index] = value
+        return rows
+    return edit
+
+
+REQUIRED = {  # the first required column of each CSV and a numeric column advisor uses
+    "step_trace_time.csv": ("Computing", "Free"),
+    "kernel_details.csv": ("Name", "Duration(us)"),
+    "op_statistic.csv": ("OP Type", "Total Time(us)"),
+    "memory_record.csv": ("Component", "Total Reserved(MB)"),
+    "operator_memory.csv": ("Name", "Size(KB)"),
+    "npu_module_mem.csv": ("Component", "Total Reserved(MB)"),
+}
+
+
+def _csv_damage() -> list[Case]:
+    cases = []
+    for name in CSV_FILES:
+        relative = f"{OUT}/{name}"
+        lost = (relative,)
+        required, numeric = REQUIRED[name]
+
+        def drop(rows, column=required):
+            index = [h.strip() for h in rows[0]].index(column)
+            return [r[:index] + r[index + 1:] for r in rows]
+
+        def rename(rows, column=required):
+            rows[0] = [f"{h}_renamed" if h.strip() == column else h for h in rows[0]]
+            return rows
+
+        def upper(rows):
+            rows[0] = [h.upper() for h in rows[0]]
+            return rows
+
+        def reverse(rows):
+            return [list(reversed(r)) for r in rows]
+
+        def duplicate(rows, column=numeric):
+            index = [h.strip() for h in rows[0]].index(column)
+            return [r + [r[index]] for r in rows]
+
+        def extra(rows):
+            return [r + ["extra" if i == 0 else "x,y"] for i, r in enumerate(rows)]
+
+        def ragged(rows):
+            return [r[:-2] if i == 2 else r for i, r in enumerate(rows)]
+
+        def header_only(rows):
+            return rows[:1]
+
+        def huge(rows, column=numeric):
+            return _set_column(column, "1e308", every=2)(rows)
+
+        cases += [
+            Case(f"{name}/missing-required-column", "single", _edit_csv(relative, drop), 3,
+                 (skipped(relative, f"lacks the column\\(s\\) '{re.escape(required)}'"),), lost),
+            Case(f"{name}/renamed-required-column", "single", _edit_csv(relative, rename), 3,
+                 (skipped(relative, "lacks the column"),), lost),
+            Case(f"{name}/upper-case-headers", "single", _edit_csv(relative, upper), 0),
+            Case(f"{name}/reordered-columns", "single", _edit_csv(relative, reverse), 0),
+            Case(f"{name}/duplicated-column", "single", _edit_csv(relative, duplicate), 0),
+            Case(f"{name}/extra-quoted-column", "single", _edit_csv(relative, extra), 0),
+            Case(f"{name}/ragged-row", "single", _edit_csv(relative, ragged), 0,
+                 (warned(relative, r"1 row\(s\) with the wrong number of fields were skipped"),), lost),
+            Case(f"{name}/header-only", "single", _edit_csv(relative, header_only), 0, (), lost),
+            Case(f"{name}/nan-values", "single", _edit_csv(relative, _set_column(numeric, "nan", 2)), 0, (), lost),
+            Case(f"{name}/inf-values", "single", _edit_csv(relative, _set_column(numeric, "inf", 2)), 0,
+                 (warned(relative, "infinite value"),), lost),
+            Case(f"{name}/negative-values", "single", _edit_csv(relative, _set_column(numeric, "-5", 2)), 0, (), lost),
+            Case(f"{name}/huge-values", "single", _edit_csv(relative, huge), 0, (), lost),
+            Case(f"{name}/text-in-numbers", "single", _edit_csv(relative, _set_column(numeric, "12abc", 2)), 0,
+                 (warned(relative, "non-numeric value"),), lost),
+            Case(f"{name}/bom-lf", "single", _edit_csv(relative, lambda r: r, "\n", b"\xef\xbb\xbf"), 0),
+            Case(f"{name}/truncated-mid-row", "single", _truncate_mid_row(relative), 0,
+                 (warned(relative, "wrong number of fields"),), lost),
+            Case(f"{name}/latin1-values", "single", _latin1_values(relative, required), 0,
+                 (warned(relative, "not UTF-8"),), lost),
+        ]
+    single_line = f"{OUT}/kernel_details.csv"
+    cases += [
+        Case("kernel_details.csv/50MB-single-line", "single", _write(single_line, b"Name," + b"x" * (50 << 20)), 3,
+             (skipped(single_line, "has no line break in its first MiB"),), (single_line,)),
+        Case("kernel_details.csv/latin1-header", "single", _write(single_line, "Name,Dur\xe9e\n".encode("latin-1")), 3,
+             (skipped(single_line, r"header is not UTF-8 text"),), (single_line,)),
+        Case("kernel_details.csv/nul-bytes-in-values", "single", _write(single_line, b"Name,Duration(us)\n\x00\x00,1\n"),
+             0, (), (single_line,)),
+    ]
+    return cases
+
+
+def _truncate_mid_row(relative: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / relative
+        data = path.read_bytes()
+        last_row = data.rstrip(b"\r\n").rfind(b"\n") + 1
+        path.write_bytes(data[: last_row + 2])
+    return mutate
+
+
+def _latin1_values(relative: str, column: str) -> Callable[[Path], None]:
+    """Every third cell of ``column`` gets a Latin-1 byte (an é), which is not UTF-8."""
+    def mutate(root: Path) -> None:
+        _edit_csv(relative, _set_column(column, "LATIN1CELL", every=3))(root)
+        path = root / relative
+        path.write_bytes(path.read_bytes().replace(b"LATIN1CELL", b"caf\xe9"))
+    return mutate
+
+
+# --- JSON content damage --------------------------------------------------------------------------------
+
+def _json_edit(relative: str, edit: Callable[[object], object]) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / relative
+        path.write_text(json.dumps(edit(json.loads(path.read_bytes()))))
+    return mutate
+
+
+def _json_damage() -> list[Case]:
+    cases = []
+    for relative in JSON_FILES:
+        name = relative.rsplit("/", 1)[-1]
+        lost = (relative,)
+        is_trace = name == "trace_view.json"
+        for fraction in (0.1, 0.35, 0.5, 0.75, 0.99):
+            if is_trace:  # a cut trace keeps the events before the cut
+                cases.append(Case(f"{name}/truncated-at-{int(fraction * 100)}pct", "single", _truncate(relative, fraction),
+                                  3, (rf"advisor: warning: read only part of {re.escape(relative)}: it is truncated",), lost))
+            else:
+                cases.append(Case(f"{name}/truncated-at-{int(fraction * 100)}pct", "single", _truncate(relative, fraction),
+                                  3, (skipped(relative, r"is not valid JSON \(.* at line \d+, column \d+\)"),), lost))
+        wrong_shape = "is not a JSON array of events" if is_trace else "holds a JSON (list|int|str), expected an object"
+        cases += [
+            Case(f"{name}/wrong-container", "single", _json_edit(relative, lambda v: v if not isinstance(v, (list, dict))
+                                                                 else ({"traceEvents": v} if isinstance(v, list) else [v])),
+                 3, (skipped(relative, wrong_shape),), lost),
+            Case(f"{name}/bare-number", "single", _write(relative, b"42"), 3,
+                 (skipped(relative, "is not a JSON array|holds a JSON int"),), lost),
+            Case(f"{name}/nan-literal", "single", _write(relative, b'{"a": NaN}' if not is_trace else b'[{"ph": NaN}]'), 3,
+                 (skipped(relative, "is not (a )?valid JSON"),), lost),
+            Case(f"{name}/deep-nesting", "single", _write(relative, b"[" * 100_000 + b"]" * 100_000), 3,
+                 (skipped(relative, "is not (a )?valid JSON|is not a JSON array|holds a JSON list|nest"),), lost),
+            Case(f"{name}/nulls-everywhere", "single", _json_edit(relative, _nullify),
+                 3 if name in ("trace_view.json", "communication.json") else 0,
+                 (skipped(relative, "has no process_name metadata|holds no communication op with time info"),)
+                 if name in ("trace_view.json", "communication.json") else (), lost),
+            Case(f"{name}/strings-for-numbers", "single", _json_edit(relative, _stringify), 0, (), lost),
+        ]
+    trace = f"{OUT}/trace_view.json"
+    cases += [
+        Case("trace_view.json/missing-ph-and-ts", "single", _json_edit(trace, _drop_keys("ph", "ts")), 3,
+             (skipped(trace, "has no process_name metadata"),), (trace,)),
+        Case("trace_view.json/missing-ts", "single", _json_edit(trace, _drop_keys("ts")), 0,
+             (warned(trace, r"event\(s\) without a usable ts/dur were ignored"),), (trace,)),
+        Case("trace_view.json/negative-durations", "single", _json_edit(trace, _negate("dur")), 0,
+             (warned(trace, r"without a usable ts/dur"),), (trace,)),
+        Case("trace_view.json/objects-for-strings", "single", _json_edit(trace, _objects_for_names), 0,
+             (warned(trace, r"event\(s\) with fields of unexpected types were ignored"),), (trace,)),
+        Case("trace_view.json/empty-array", "single", _write(trace, b"[]"), 3,
+             (skipped(trace, "has no process_name metadata"),), (trace,)),
+    ]
+    return cases
+
+
+def _nullify(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: (_nullify(v) if isinstance(v, (dict, list)) or k in ("ph", "name") else None) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nullify(v) for v in value]
+    return None
+
+
+def _stringify(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _stringify(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stringify(v) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    return value
+
+
+def _drop_keys(*keys: str) -> Callable[[object], object]:
+    return lambda events: [{k: v for k, v in e.items() if k not in keys} for e in events]
+
+
+def _negate(key: str) -> Callable[[object], object]:
+    return lambda events: [{**e, key: -float(e[key])} if key in e else e for e in events]
+
+
+def _objects_for_names(events: list) -> list:
+    return [{**e, "name": {"nested": e["name"]}} if e.get("ph") == "X" and i % 3 == 0 else e for i, e in enumerate(events)]
+
+
+# --- directory structure --------------------------------------------------------------------------------
+
+def _remove(*relatives: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        for relative in relatives:
+            path = root / relative
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    return mutate
+
+
+def _chain(*mutations: Callable[[Path], None]) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        for m in mutations:
+            m(root)
+    return mutate
+
+
+def _nothing(_root: Path) -> None:
+    return None
+
+
+def _cluster_rank(index: int) -> str:
+    return sorted(p.name for p in CLUSTER.iterdir() if p.is_dir())[index]
+
+
+def _structure() -> list[Case]:
+    rank1 = _cluster_rank(1)
+    out1 = f"{rank1}/ASCEND_PROFILER_OUTPUT"
+    every_output = [f"{OUT}/{n}" for n in CSV_FILES] + [f"{OUT}/communication.json", f"{OUT}/trace_view.json"]
+
+    def empty_dir(root: Path) -> None:
+        root.mkdir()
+
+    def unrelated(root: Path) -> None:
+        root.mkdir()
+        (root / "notes.txt").write_text("not a profile")
+        (root / "data.csv").write_text("a,b\n1,2\n")
+
+    def loop(root: Path) -> None:
+        (root / RANK / "loop").symlink_to("..")
+
+    def deep(root: Path) -> None:
+        nested = root.parent / "deep" / "a" / "b" / "c" / "d" / "e"
+        nested.mkdir(parents=True)
+        shutil.move(str(root), nested / "prof")
+        (root.parent / "deep").rename(root)
+
+    def shift_steps(root: Path) -> None:
+        path = root / out1 / "step_trace_time.csv"
+        path.write_text(path.read_text().replace("\n5,", "\n15,").replace("\n6,", "\n16,"))
+
+    def duplicate_rank(root: Path) -> None:
+        rank0 = _cluster_rank(0)
+        shutil.copytree(root / rank0, root / "copy_of_rank0_ascend_pt")
+
+    def unicode_path(root: Path) -> None:
+        root.rename(root.parent / "профиль 性能 <b>")
+        (root.parent / "профиль 性能 <b>").rename(root)
+
+    def unreadable_dir(root: Path) -> None:
+        (root / RANK / "ASCEND_PROFILER_OUTPUT").chmod(0)
+
+    def no_level(root: Path) -> None:
+        path = root / RANK / "profiler_info_0.json"
+        info = json.loads(path.read_text())
+        info.pop("config", None)
+        path.write_text(json.dumps(info))
+
+    nothing = tuple(skipped(f, ".*") for f in every_output[:1])
+    cases = [
+        Case("structure/nonexistent-path", None, _nothing, 2, (r"advisor: error: .*prof: no such file or directory",),
+             None),
+        Case("structure/file-instead-of-directory", None, lambda r: r.write_text("{}"), 2,
+             (r"advisor: error: .*prof: is a file",), None),
+        Case("structure/empty-directory", None, empty_dir, 2, (r"advisor: error: .*prof: no profiler output found",), None),
+        Case("structure/unrelated-files", None, unrelated, 2, (r"no profiler output found",), None),
+        Case("structure/empty-output-directory", "single", _remove(*every_output), 4,
+             (r"advisor: error: nothing could be diagnosed",), None),
+        Case("structure/every-output-file-broken", "single",
+             _chain(*(_write(f, b"\x00garbage") for f in every_output)), 4, nothing, None),
+        Case("structure/only-trace-view", "single", _remove(*every_output[:-1]), 0,
+             (rf"advisor: warning: {re.escape(OUT)}/step_trace_time\.csv is missing; the step breakdown of rank 0 "
+              "comes from the Overlap Analysis lanes",), None),
+        Case("structure/symlink-loop-directory", "single", loop, 0),
+        Case("structure/nested-too-deep", "single", deep, 2, (r"no profiler output found",), None),
+        Case("structure/unicode-and-markup-path", "single", unicode_path, 0),
+        Case("structure/no-profiler-config", "single", no_level, 0),
+        Case("cluster/rank-missing-every-file", "cluster", _remove(out1), 0, (), (rank1,)),
+        Case("cluster/rank-missing-step-trace", "cluster", _remove(f"{out1}/step_trace_time.csv"), 0, (),
+             (f"{out1}/step_trace_time.csv",)),
+        Case("cluster/rank-with-broken-kernels", "cluster", _write(f"{out1}/kernel_details.csv", b"x"), 3,
+             (skipped(f"{out1}/kernel_details.csv", "lacks the column"),), (f"{out1}/kernel_details.csv",)),
+        Case("cluster/mismatched-steps", "cluster", shift_steps, 0, (), (f"{out1}/step_trace_time.csv",)),
+        Case("cluster/duplicate-rank-id", "cluster", duplicate_rank, 0,
+             (r"advisor: warning: rank 0 appears in .* and .*; using the newer",), None),
+        Case("real/trace-view-truncated", "real", _truncate("rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", 0.6),
+             3, (r"read only part of rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json",),
+             ("rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json",)),
+        Case("real/communication-wrong-shape", "real",
+             _write("rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json", b'{"step1": [1, 2, 3]}'), 3,
+             (skipped("rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json", "holds no communication op"),), ("rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json",)),
+    ]
+    if IS_ROOT:
+        cases.append(Case("structure/unreadable-output-directory", "single", unreadable_dir, 0))
+    else:
+        cases.append(Case("structure/unreadable-output-directory", "single", unreadable_dir, 3,
+                          (r"permission denied",), (f"{RANK}/ASCEND_PROFILER_OUTPUT",)))
+    return cases
+
+
+# --- rule packs -----------------------------------------------------------------------------------------
+
+RULE = """\
+id: team.{name}
+title: {{en: Compute is a small share of the step, zh: 计算占比低}}
+category: host-dispatch
+description: {{en: Fires when compute is under half of the step., zh: 计算占比低于一半时触发。}}
+when:
+  all:
+    - fact: breakdown
+      as: b
+      where: {where}
+then:
+  recommend: [{knowledge}]
+  gain_us: unknown
+explain: {{en: "Compute is {{b.compute_ratio:.1%}}.", zh: "计算占比 {{b.compute_ratio:.1%}}。"}}
+tests:
+  - name: fires
+    facts: [{{fact: breakdown, scope: rank, rank: 0, compute_ratio: 0.1}}]
+    expect: fire
+  - name: quiet
+    facts: [{{fact: breakdown, scope: rank, rank: 0, compute_ratio: 0.9}}]
+    expect: quiet
+"""
+
+
+def _pack(files: dict[str, bytes]) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        rules = root.parent / "pack" / "rules"
+        rules.mkdir(parents=True)
+        for name, content in files.items():
+            (rules / name).write_bytes(content.replace(b"{dir}", str(root.parent).encode()))
+    return mutate
+
+
+def _rule(where: str, name: str = "r", knowledge: str = "host.task_queue_level") -> bytes:
+    return RULE.format(name=name, where=where, knowledge=knowledge).encode()
+
+
+def _packs() -> list[Case]:
+    pack_args = ("--rules", "{dir}/pack", "-f", "json")
+    loaded = r"advisor: warning: skipped .*pack: rule pack not loaded: \d+ problem\(s\), first: .*{}"
+    bad = {
+        "invalid-yaml": (b"id: [unclosed\n", r"team.r.yaml:\d+: invalid YAML"),
+        "python-object-tag": (b"!!python/object/apply:os.system ['touch {dir}/pwned']\n", "team.r.yaml"),
+        "python-name-tag": (b"id: !!python/name:os.system\n", "team.r.yaml"),
+        "custom-tag": (b"id: !include /etc/passwd\n", "team.r.yaml"),
+        "duplicate-keys": (_rule("{compute_ratio: {lt: 0.5}}") + b"category: io\n", "duplicate"),
+        "unknown-fact-field": (_rule("{compute_ratoi: {lt: 0.5}}"), "compute_ratoi"),
+        "unsupported-escape": (_rule("{dominant_overhead: {matches: 'a\\bb'}}"), "escape"),
+        "lazy-quantifier": (_rule("{dominant_overhead: {matches: 'a.*?b'}}"), "regex"),
+        "alternation-after-repeat": (_rule("{dominant_overhead: {matches: '.*(ab|cd).*'}}"), "alternation|regex"),
+        "invalid-regex": (_rule("{dominant_overhead: {matches: '([a-'}}"), "regex|pattern"),
+        "not-utf8": (b"id: team.\xff\xfe\n", "utf-8|UTF-8"),
+        "binary": (bytes(range(256)), "team.r.yaml"),
+        "empty-file": (b"", "team.r.yaml"),
+        "list-document": (b"- a\n- b\n", "team.r.yaml"),
+        "anchor-bomb": (b"a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+                        b"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+                        b"f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n", "team.r.yaml"),
+        "unknown-knowledge": (_rule("{compute_ratio: {lt: 0.5}}", knowledge="no.such_entry"),
+                              "no.such_entry"),
+        "oversized": (b"# " + b"x" * (2 << 20) + b"\n", "larger than 1 MiB"),
+    }
+    cases = [
+        Case(f"rule-pack/{name}", "single", _pack({"team.r.yaml": content}), 3, (loaded.format(problem),), (),
+             args=pack_args, checks=(_no_file("pwned"),))
+        for name, (content, problem) in bad.items()
+    ]
+    cases += [
+        Case("rule-pack/nested-repetition-regex", "single",
+             _pack({"team.r.yaml": _rule("{dominant_overhead: {matches: '(a+)+b'}}")}), 0, args=pack_args),
+        Case("rule-pack/valid-pack-loads", "single", _pack({"team.r.yaml": _rule("{compute_ratio: {lt: 0.5}}")}), 0,
+             args=pack_args),
+        Case("rule-pack/lint-reports-every-file", "single",
+             _pack({"team.a.yaml": b"id: [unclosed\n", "team.b.yaml": _rule("{compute_ratoi: {lt: 0.5}}", "b")}), 1,
+             (r"team\.a\.yaml:\d+: invalid YAML", r"team\.b\.yaml:\d+: .*compute_ratoi"), None, command=("rules", "lint"), target="pack", args=()),
+        Case("rule-pack/test-on-broken-pack", "single",
+             _pack({"team.a.yaml": b"!!python/object/apply:os.system ['touch {dir}/pwned']\n"}), 2,
+             (r"advisor: error: invalid rule or knowledge files", r"team\.a\.yaml:\d+: "), None, command=("rules", "test"),
+             target="pack", args=(), checks=(_no_file("pwned"),)),
+        Case("rule-pack/missing-directory", "single", _nothing, 3, (r"pack",), (),
+             args=("--rules", "{dir}/no-such-pack", "-f", "json")),
+    ]
+    return cases
+
+
+def _no_file(name: str) -> Check:
+    def check(_stdout: str, _stderr: str, directory: Path) -> None:
+        assert not (directory / name).exists(), "a YAML tag in a rule pack ran code"
+    return check
+
+
+# --- settings the user gives ----------------------------------------------------------------------------
+
+def _settings() -> list[Case]:
+    def write(name: str, content: bytes) -> Callable[[Path], None]:
+        def mutate(root: Path) -> None:
+            (root.parent / name).write_bytes(content)
+        return mutate
+
+    context = ("--context", "{dir}/model.yaml", "-f", "json")
+    env_file = ("--env-file", "{dir}/job.env", "-f", "json")
+    return [
+        Case("context/not-yaml", "single", write("model.yaml", b"micro_batch_size: [1,\n"), 2,
+             (r"advisor: error: .*model\.yaml", ), None, args=context),
+        Case("context/object-tag", "single", write("model.yaml", b"x: !!python/object/apply:os.system ['true']\n"), 2,
+             (r"advisor: error: .*model\.yaml",), None, args=context),
+        Case("context/list-document", "single", write("model.yaml", b"- 1\n- 2\n"), 2, (r"model\.yaml",), None,
+             args=context),
+        Case("context/wrong-types", "single", write("model.yaml", b"micro_batch_size: lots\n"), 2,
+             (r"model\.yaml.*micro_batch_size",), None, args=context),
+        Case("context/negative-values", "single", write("model.yaml", b"sequence_length: -8\n"), 2,
+             (r"model\.yaml.*sequence_length",), None, args=context),
+        Case("context/binary", "single", write("model.yaml", bytes(range(256))), 2, (r"model\.yaml",), None,
+             args=context),
+        Case("context/missing", "single", _nothing, 2, (r"model\.yaml",), None, args=context),
+        Case("env-file/binary", "single", write("job.env", b"\x00\xff\xfe"), 2, (r"job\.env",), None, args=env_file),
+        Case("env-file/line-without-equals", "single", write("job.env", b"TASK_QUEUE_ENABLE\n"), 2,
+             (r"job\.env:1",), None, args=env_file),
+        Case("env-file/export-and-comments", "single",
+             write("job.env", b"# job\nexport TASK_QUEUE_ENABLE=2\n\nHCCL_BUFFSIZE='512'\n"), 0, args=env_file),
+        Case("env/without-equals", "single", _nothing, 2, (r"TASK_QUEUE_ENABLE",), None,
+             args=("--env", "TASK_QUEUE_ENABLE", "-f", "json")),
+        Case("options/max-file-size-below-the-trace", "single", _nothing, 3,
+             (skipped(f"{OUT}/trace_view.json", r"is 68\.2 KiB, over the 10\.0 KiB --max-file-size limit; rerun with "
+                      r"--max-file-size 1M to read it"),), (f"{OUT}/trace_view.json",),
+             args=("--max-file-size", "10K", "-f", "json")),
+        Case("options/unknown-format", "single", _nothing, 2, (r"report\.docx: cannot tell the format",), None,
+             args=("-o", "{dir}/report.docx")),
+        Case("options/unwritable-output", "single", _nothing, 2, (r"cannot write the report",), None,
+             args=("-o", "{dir}/no/such/dir/report.md")),
+    ]
+
+
+# --- hostile operator names -----------------------------------------------------------------------------
+
+HOSTILE_NAMES = {
+    "script-tag": "<script>alert(1)</script>",
+    "img-onerror": '"><img src=x onerror=alert(1)>',
+    "ansi-escapes": "\x1b[31mRED\x1b[0m\x1b]8;;https://evil.example\x07link\x1b]8;;\x07",
+    "markdown-injection": "| x | [click](javascript:alert(1)) ![i](https://evil.example/x.png)",
+    "very-long": "MatMul" + "Ж" * 20_000,
+    "chinese": "矩阵乘法_融合算子",
+    "rtl-override": "MatMul\u202egnp.exe",
+    "zero-width-and-emoji": "Mat\u200bMul🔥",
+    "template-syntax": "{{ 7*7 }}{% raw %}${7*7}",
+}
+
+
+def _poison_names(name: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        for file, column in (("kernel_details.csv", "Type"), ("op_statistic.csv", "OP Type"), ("kernel_details.csv", "Name")):
+            _edit_csv(f"{OUT}/{file}", _set_column(column, name, every=3))(root)
+    return mutate
+
+
+def _escaped(name: str, fmt: str) -> Check:
+    def check(stdout: str, _stderr: str, _directory: Path) -> None:
+        if fmt in ("html", "md"):
+            assert "<script>" not in stdout and "<img src=x" not in stdout, "raw markup from the input reached the report"
+        if fmt == "md":
+            assert not _markdown_links(stdout), "text from the input became a Markdown link or image"
+        if fmt == "terminal":
+            assert "\x1b" not in stdout and "\u202e" not in stdout, "a control sequence from the input reached the terminal"
+        if fmt == "json":
+            assert _holds_text(json.loads(stdout), name), "the name was not kept as written"
+    return check
+
+
+def _markdown_links(markdown: str) -> list[str]:
+    """The targets of every link and image in ``markdown`` that does not point inside the document."""
+    from markdown_it import MarkdownIt
+
+    targets = []
+    for block in MarkdownIt("commonmark").enable("table").parse(markdown):
+        for token in block.children or []:
+            target = token.attrGet("href") or token.attrGet("src")
+            if token.type in ("link_open", "image") and target and not str(target).startswith("#"):
+                targets.append(str(target))
+    return targets
+
+
+def _holds_text(value: object, text: str) -> bool:
+    if isinstance(value, str):
+        return text in value
+    if isinstance(value, dict):
+        return any(_holds_text(v, text) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_text(v, text) for v in value)
+    return False
+
+
+def _hostile() -> list[Case]:
+    cases = []
+    for label, name in HOSTILE_NAMES.items():
+        for fmt in ("json", "md", "html", "terminal"):
+            args = ("-f", fmt) if fmt != "terminal" else ()
+            cases.append(Case(f"hostile-name/{label}/{fmt}", "single", _poison_names(name), 0,
+                              lost=None if fmt != "json" else (f"{OUT}/kernel_details.csv", f"{OUT}/op_statistic.csv"),
+                              args=args, checks=(_escaped(name, fmt),)))
+    return cases
+
+
+def all_cases() -> list[Case]:
+    """Every case of the corpus, with unique names."""
+    cases = _file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
+    names = [c.name for c in cases]
+    assert len(names) == len(set(names)), "duplicate case names"
+    return cases
+
+
+def write_corpus(out: Path) -> None:
+    """Build every case under ``out`` and write ``manifest.json`` describing how each must behave."""
+    manifest = []
+    for case in all_cases():
+        directory = out / case.name
+        arguments = case.build(directory)
+        manifest.append({"name": case.name, "command": ["advisor", *arguments], "exit": case.exit,
+                         "stderr_matches": list(case.messages)})
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+    print(f"{len(manifest)} cases written under {out}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tests/corpus/cases.py OUT_DIR")
+    write_corpus(Path(sys.argv[1]))
