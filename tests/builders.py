@@ -25,6 +25,7 @@ class Kernel:
     duration_us: float
     shapes: str = "4096,1024;4096,1024"
     dtypes: str = "FLOAT16;FLOAT16"
+    group: str = "5862276093215481612"  # the communicator hash of a collective or P2P kernel
 
 
 @dataclass
@@ -86,6 +87,8 @@ class RankSpec:
     optimizer_us: float = 0.0  # an Optimizer.step#AdamW.step region in every step
     groups: dict | None = None  # profiler_metadata parallel_group_info
     kernel_spacing_us: float = 5000.0  # start-to-start distance of consecutive kernels in a step
+    # communication_matrix.json: GB/s of each "src-dst" link (ranks inside group 5862276093215481612) per collective
+    matrix_links: dict[str, float] | None = None
 
 
 def build_rank(parent: Path, spec: RankSpec) -> Path:
@@ -106,6 +109,8 @@ def build_rank(parent: Path, spec: RankSpec) -> Path:
         "ASCEND_PROFILER_OUTPUT/memory_record.csv": lambda p: _write_csv(p, spec, *_memory_record(spec)),
         "ASCEND_PROFILER_OUTPUT/trace_view.json": lambda p: p.write_text(json.dumps(_trace_view(spec))),
     }
+    if spec.matrix_links is not None:
+        files["ASCEND_PROFILER_OUTPUT/communication_matrix.json"] = lambda p: p.write_text(json.dumps(_matrix(spec)))
     for relative, write in files.items():
         if relative.rsplit("/", 1)[-1] not in spec.omit:
             write(rank_dir / relative)
@@ -223,7 +228,29 @@ def _communication(spec: RankSpec) -> dict:
             "Communication Bandwidth Info": transports,
         }
         step = document.setdefault(step_key, {"p2p": {}, "collective": {}})
-        step["collective"][f"{kernel.name}@5862276093215481612"] = op
+        kind = "p2p" if kernel.name.lower().startswith(("hcom_send", "hcom_receive")) else "collective"
+        step[kind][f"{kernel.name}@{kernel.group}"] = op
+    return document
+
+
+def _matrix(spec: RankSpec) -> dict:
+    """communication_matrix.json as torch_npu writes it: per step, '-top1' and '-total' of each op type per group."""
+    document: dict = {}
+    for kernel in (k for k in spec.kernels if k.core == "COMMUNICATION"):
+        step_key = f"step{kernel.step}" if spec.with_step_info and kernel.step is not None else "step"
+        links = {pair: {"Transport Type": spec.comm_transport, "Transit Size(MB)": spec.comm_size_mb,
+                        "Transit Time(ms)": spec.comm_size_mb / bandwidth, "Bandwidth(GB/s)": round(bandwidth, 4)}
+                 for pair, bandwidth in (spec.matrix_links or {}).items()}
+        links["0-0"] = {"Transport Type": "LOCAL", "Transit Size(MB)": 4.0, "Transit Time(ms)": 0.008, "Bandwidth(GB/s)": 500.0}
+        collective = document.setdefault(step_key, {"p2p": {}, "collective": {}})["collective"]
+        for stat in ("top1", "total"):
+            entry = collective.setdefault(f"allreduce-{stat}@5862276093215481612", {})
+            for pair, link in links.items():
+                if pair in entry and stat == "total":  # several ops of the type in one step: the total sums them
+                    entry[pair] = {**link, "Transit Size(MB)": entry[pair]["Transit Size(MB)"] + link["Transit Size(MB)"],
+                                   "Transit Time(ms)": entry[pair]["Transit Time(ms)"] + link["Transit Time(ms)"]}
+                else:
+                    entry[pair] = {**link, **({"Op Name": kernel.name} if stat != "total" else {})}
     return document
 
 
@@ -267,7 +294,24 @@ def _trace_view(spec: RankSpec) -> list[dict]:
             event["args"] = args
         events.append(event)
 
-    flow = 0
+    flows = []
+
+    def device_task(kernel: Kernel) -> None:
+        """The kernel's launch, its task on the device and the HostToDevice flow joining them."""
+        begin = kernel_start(spec, kernel)
+        launch = begin - 80.0
+        complete(cann, 2, "Node@launch", launch, 12.0)
+        task_type = "COMMUNICATION" if kernel.core == "COMMUNICATION" else kernel.core
+        complete(hardware, 2, kernel.name, begin, kernel.duration_us, None, **{"Task Type": task_type})
+        flows.append(kernel)
+        flow = len(flows)
+        events.append({"ph": "s", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
+                       "pid": cann, "tid": 2, "ts": f"{launch:.3f}"})
+        events.append({"ph": "f", "bp": "e", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
+                       "pid": hardware, "tid": 2, "ts": f"{begin:.3f}"})
+
+    for kernel in (k for k in spec.kernels if k.step is None):  # a capture without step info
+        device_task(kernel)
     for step in sorted({k.step for k in spec.kernels if k.step is not None}):
         start = BASE_US + step * STEP_SPACING_US
         complete(python, 1, f"ProfilerStep#{step}", start - 2000.0, STEP_SPACING_US - 1000.0, "cpu_op")
@@ -287,16 +331,7 @@ def _trace_view(spec: RankSpec) -> list[dict]:
         if spec.optimizer_us:
             complete(python, 1, "Optimizer.step#AdamW.step", cursor, spec.optimizer_us, "cpu_op")
         for kernel in (k for k in spec.kernels if k.step == step):
-            begin = kernel_start(spec, kernel)
-            launch = begin - 80.0
-            complete(cann, 2, "Node@launch", launch, 12.0)
-            task_type = "COMMUNICATION" if kernel.core == "COMMUNICATION" else kernel.core
-            complete(hardware, 2, kernel.name, begin, kernel.duration_us, None, **{"Task Type": task_type})
-            flow += 1
-            events.append({"ph": "s", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
-                           "pid": cann, "tid": 2, "ts": f"{launch:.3f}"})
-            events.append({"ph": "f", "bp": "e", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
-                           "pid": hardware, "tid": 2, "ts": f"{begin:.3f}"})
+            device_task(kernel)
         row = next((r for r in spec.steps if r.step == step), None)
         if row is not None:  # the lanes carry the same totals as the step's step_trace_time row
             lanes = (("Computing", row.computing), ("Communication", row.comm_not_overlapped + row.overlapped),
@@ -364,3 +399,162 @@ def build_every_category(parent: Path) -> Path:
             dataloader_us=400.0, optimizer_us=600.0, reserved_drops_per_step=2, comm_transit_share=0.3, comm_size_mb=8.0,
         ))
     return parent
+
+
+def build_rank_db(parent: Path, spec: RankSpec) -> Path:
+    """Write the same rank as ``build_rank`` as a DB export (reference §7): profiler_info, the profiler DB, analysis.db.
+
+    Every table is derived from the rows and events the text builder writes, so a text and a DB export of one
+    spec must give equal facts. Times become integer ns, memory bytes, text columns STRING_IDS ids.
+    """
+    import sqlite3
+
+    name = spec.dir_name or f"localhost_{2231054 + spec.rank}_2025112719273312{spec.rank}_ascend_pt"
+    rank_dir = parent / name
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True, exist_ok=True)
+    _write_info(rank_dir / (spec.info_name or f"profiler_info_{spec.rank}.json"), spec)
+    strings: dict[str, int] = {}
+
+    def sid(text: object) -> int | None:
+        return None if text is None else strings.setdefault(str(text), len(strings) + 1)
+
+    def ns(us: object) -> int:
+        text = str(us).strip()
+        whole, _, fraction = text.partition(".")
+        return int(whole) * 1000 + int((fraction + "000")[:3])
+
+    trace = _trace_view(spec)
+    names = {e["pid"]: e["args"]["name"] for e in trace if e["ph"] == "M"}
+    flows = [e for e in trace if e.get("cat") == "HostToDevice"]
+    launch_of = {ns(f["ts"]): int(f["id"]) for f in flows if f["ph"] == "s"}
+    task_of = {ns(f["ts"]): int(f["id"]) for f in flows if f["ph"] == "f"}
+    header, kernel_rows = _kernel_details(spec)
+    column = {h: i for i, h in enumerate(header)}
+
+    db = sqlite3.connect(out / f"ascend_pytorch_profiler_{spec.rank}.db")
+    db.executescript(
+        "CREATE TABLE STRING_IDS(id INTEGER PRIMARY KEY, value TEXT);"
+        "CREATE TABLE TASK(startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER,"
+        " globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, modelId INTEGER);"
+        f"CREATE TABLE COMPUTE_TASK_INFO(name INTEGER, globalTaskId INTEGER, {'blockNum' if spec.block_header == 'Block Num' else 'blockDim'}"
+        " INTEGER, mixBlockNum INTEGER, taskType INTEGER, opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER,"
+        " inputShapes INTEGER, outputFormats INTEGER, outputDataTypes INTEGER, outputShapes INTEGER, attrInfo INTEGER,"
+        " opState INTEGER, hf32Eligible INTEGER);"
+        "CREATE TABLE TASK_PMU_INFO(globalTaskId INTEGER, name INTEGER, value REAL);"
+        "CREATE TABLE COMMUNICATION_OP(opName INTEGER, startNs INTEGER, endNs INTEGER, connectionId INTEGER,"
+        " groupName INTEGER, opId INTEGER, relay INTEGER, retry INTEGER, dataType INTEGER, algType INTEGER, count REAL,"
+        " opType INTEGER, deviceId INTEGER);"
+        "CREATE TABLE CANN_API(startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER,"
+        " name INTEGER);"
+        "CREATE TABLE PYTORCH_API(startNs INTEGER, endNs INTEGER, globalTid INTEGER, connectionId INTEGER, name INTEGER,"
+        " sequenceNumber INTEGER, fwdThreadId INTEGER, inputDtypes INTEGER, inputShapes INTEGER, callchainId INTEGER,"
+        " type INTEGER);"
+        "CREATE TABLE GC_RECORD(startNs INTEGER, endNs INTEGER, globalTid INTEGER);"
+        "CREATE TABLE STEP_TIME(id INTEGER, startNs INTEGER, endNs INTEGER);"
+        "CREATE TABLE OVERLAP_ANALYSIS(deviceId INTEGER, startNs INTEGER, endNs INTEGER, type INTEGER);"
+        "CREATE TABLE MEMORY_RECORD(component INTEGER, timestamp INTEGER, totalAllocated INTEGER, totalReserved INTEGER,"
+        " totalActive INTEGER, streamPtr INTEGER, deviceId INTEGER);"
+        "CREATE TABLE META_DATA(name TEXT, value TEXT);"
+    )
+    lanes = {"Computing": 0, "Communication": 1, "Communication(Not Overlapped)": 2, "Free": 3}
+    level0 = spec.level == "Level0"
+    for task_id, (kernel, row) in enumerate(zip(spec.kernels, kernel_rows), start=1):
+        start = ns(f"{kernel_start(spec, kernel):.3f}")
+        end = start + round(kernel.duration_us * 1000)
+        task_type = "COMMUNICATION" if kernel.core == "COMMUNICATION" else kernel.core
+        db.execute("INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                   (start, end, spec.device_id, task_of.get(start), task_id, 0, sid(task_type), 0, 2, task_id, 0))
+        if task_type == "COMMUNICATION":
+            db.execute("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (sid(kernel.name), start, end, task_of.get(start), sid(kernel.group), task_id,
+                        0, 0, sid("FP16"), sid("RING"), 0, sid(row[column["Type"]]), spec.device_id))
+            continue
+        shapes = None if level0 else str(row[column["Input Shapes"]]).strip('"')
+        dtypes = None if level0 else row[column["Input Data Types"]]
+        op_type = None if row[column["Type"]] == "N/A" else row[column["Type"]]
+        core = None if row[column["Accelerator Core"]] == "N/A" else row[column["Accelerator Core"]]
+        db.execute("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                   (sid(kernel.name), task_id, 20, 0, sid(core), sid(op_type), None, sid(dtypes), sid(shapes),
+                    None, None, None, None, None, None))
+        if not level0:
+            db.executemany("INSERT INTO TASK_PMU_INFO VALUES (?,?,?)",
+                           [(task_id, sid("aic_mac_ratio"), 0.78), (task_id, sid("aiv_vec_ratio"), 0.0)])
+    for event in (e for e in trace if e["ph"] == "X"):
+        process, start, end = names[event["pid"]], ns(event["ts"]), ns(event["ts"]) + round(float(event["dur"]) * 1000)
+        if process == "Ascend Hardware":
+            continue  # written from the kernel rows above
+        elif process == "CANN":
+            db.execute("INSERT INTO CANN_API VALUES (?,?,?,?,?,?)",
+                       (start, end, 10000 if event["name"] == "Node@launch" else 20000, event["tid"], launch_of.get(start),
+                        sid(event["name"])))
+        elif process == "Python":
+            if event["name"].startswith("ProfilerStep#"):
+                db.execute("INSERT INTO STEP_TIME VALUES (?,?,?)", (int(event["name"].split("#")[1]), start, end))
+            db.execute("INSERT INTO PYTORCH_API VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                       (start, end, event["tid"], None, sid(event["name"]), -1, 0, None, None, None, 50001))
+        elif process == "Python GC":
+            db.execute("INSERT INTO GC_RECORD VALUES (?,?,?)", (start, end, event["tid"]))
+        elif process == "Overlap Analysis":
+            db.execute("INSERT INTO OVERLAP_ANALYSIS VALUES (?,?,?,?)", (spec.device_id, start, end, lanes[event["name"]]))
+    if "memory_record.csv" not in spec.omit:
+        memory_header, memory_rows = _memory_record(spec)
+        at = {h: i for i, h in enumerate(memory_header)}
+        db.executemany("INSERT INTO MEMORY_RECORD VALUES (?,?,?,?,?,?,?)", [
+            (sid(r[at["Component"]]), ns(str(r[at["Timestamp(us)"]]).rstrip("\t")),
+             None if r[at["Total Allocated(MB)"]] == "" else round(float(r[at["Total Allocated(MB)"]]) * 1024 * 1024),
+             round(float(r[at["Total Reserved(MB)"]]) * 1024 * 1024),
+             None if r[at["Total Active(MB)"]] == "" else round(float(r[at["Total Active(MB)"]]) * 1024 * 1024),
+             None, spec.device_id) for r in memory_rows])
+    metadata = {"ENV_VARIABLES": {"ASCEND_LAUNCH_BLOCKING": "", "PYTORCH_NPU_ALLOC_CONF": spec.alloc_conf},
+                **({"parallel_group_info": spec.groups} if spec.groups else {})}
+    db.executemany("INSERT INTO META_DATA VALUES (?,?)", [(k, json.dumps(v)) for k, v in metadata.items()])
+    db.executemany("INSERT INTO STRING_IDS VALUES (?,?)", [(i, v) for v, i in strings.items()])
+    db.commit()
+    db.close()
+
+    analysis = sqlite3.connect(out / "analysis.db")
+    analysis.executescript(
+        "CREATE TABLE StepTraceTime(deviceId INTEGER, step TEXT, computing REAL, communication_not_overlapped REAL,"
+        " overlapped REAL, communication REAL, free REAL, stage REAL, bubble REAL,"
+        " communication_not_overlapped_and_exclude_receive REAL, preparing REAL);"
+        "CREATE TABLE CommAnalyzerTime(hccl_op_name TEXT, group_name TEXT, start_timestamp REAL, elapse_time REAL,"
+        " transit_time REAL, wait_time REAL, synchronization_time REAL, idle_time REAL, step TEXT, type TEXT);"
+        "CREATE TABLE CommAnalyzerMatrix(hccl_op_name TEXT, group_name TEXT, src_rank INTEGER, dst_rank INTEGER,"
+        " transport_type TEXT, transit_size REAL, transit_time REAL, bandwidth REAL, step TEXT, type TEXT, op_name TEXT);"
+        "CREATE TABLE CommAnalyzerBandwidth(hccl_op_name TEXT, group_name TEXT, transport_type TEXT, transit_size REAL,"
+        " transit_time REAL, bandwidth REAL, large_packet_ratio REAL, package_size REAL, count REAL,"
+        " total_duration REAL, step TEXT, type TEXT);"
+    )
+    step_header, step_rows = _step_trace(spec)
+    at = {h: i for i, h in enumerate(step_header)}
+    analysis.executemany("INSERT INTO StepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
+        (spec.device_id, str(r[at["Step"]]), *(float(r[at[c]]) for c in (
+            "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage", "Bubble",
+            "Communication(Not Overlapped and Exclude Receive)", "Preparing"))) for r in step_rows])
+    if "communication.json" not in spec.omit:
+        for step_key, groups in _communication(spec).items():
+            for kind, ops in groups.items():
+                for key, op in ops.items():
+                    op_name, _, group = key.partition("@")
+                    times = op["Communication Time Info"]
+                    analysis.execute("INSERT INTO CommAnalyzerTime VALUES (?,?,?,?,?,?,?,?,?,?)", (
+                        op_name, group, times["Start Timestamp(us)"], times["Elapse Time(ms)"], times["Transit Time(ms)"],
+                        times["Wait Time(ms)"], times["Synchronization Time(ms)"], times["Idle Time(ms)"], step_key, kind))
+                    for transport, values in op["Communication Bandwidth Info"].items():
+                        analysis.execute("INSERT INTO CommAnalyzerBandwidth VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
+                            op_name, group, transport, values["Transit Size(MB)"], values["Transit Time(ms)"],
+                            values["Bandwidth(GB/s)"], values["Large Packet Ratio"], 0, 0, 0, step_key, kind))
+    if spec.matrix_links is not None:
+        for step_key, groups in _matrix(spec).items():
+            for kind, ops in groups.items():
+                for key, links in ops.items():
+                    op_name, _, group = key.partition("@")
+                    for pair, link in links.items():
+                        src, dst = pair.split("-")
+                        analysis.execute("INSERT INTO CommAnalyzerMatrix VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
+                            op_name, group, int(src), int(dst), link["Transport Type"], link["Transit Size(MB)"],
+                            link["Transit Time(ms)"], link["Bandwidth(GB/s)"], step_key, kind, link.get("Op Name")))
+    analysis.commit()
+    analysis.close()
+    return rank_dir

@@ -98,3 +98,48 @@ def test_injected_slow_hccs_link_is_flagged(tmp_path):
 def test_without_communication_json_the_generic_finding_remains(tmp_path):
     build_rank(tmp_path, RankSpec(omit=("communication.json",)))
     assert advisor.diagnose(tmp_path).findings[0].id == "communication.exposed_collectives"
+
+
+def test_real_job_links_from_the_matrix_are_per_pair_and_local_without_group_info():
+    links = [f for f in extract_facts(load_profile(REAL)).facts if f.family == "link"]
+    assert {(f.rank, f.src_rank, f.dst_rank) for f in links if f.rank == 0} == {(0, 0, d) for d in range(1, 8)}
+    assert len(links) == 14 and all(f.transport == "HCCS" and not f.ranks_are_global for f in links)
+    first = next(f for f in links if f.rank == 0 and f.dst_rank == 1)
+    # rank 0's allreduce '-total' entry for link 0-1 in step 50: 61.21 MB in 3.884 ms (the file's own numbers)
+    assert first.size_mb_per_step == pytest.approx(61.210624) and first.time_us_per_step == pytest.approx(3883.93759, rel=1e-6)
+    assert first.bandwidth_gbps == pytest.approx(15.76, abs=0.01) and first.utilization == pytest.approx(0.563, abs=0.001)
+    assert first.sources == ["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication_matrix.json"
+                             "[Transport Type,Transit Size(MB),Transit Time(ms)]"]
+    assert all(0.9 < f.median_ratio < 1.1 for f in links)
+
+
+def test_group_hash_matches_the_files_and_maps_local_links_to_global_ranks(tmp_path):
+    from advisor.ingest.groups import group_hash
+
+    assert group_hash("group_name_0") == "5862276093215481612"  # the reference's worked example
+    spec = RankSpec(groups={"group_name_0": {"group_name": "dp", "group_rank": 0, "global_ranks": [12, 0, 8, 4]}},
+                    matrix_links={"0-1": 20.0, "0-2": 19.5, "0-3": 8.0})
+    build_rank(tmp_path, spec)
+    report = advisor.diagnose(tmp_path)
+    links = {(f["src_rank"], f["dst_rank"]): f for f in report.facts if f["type"] == "link"}
+    assert set(links) == {(0, 4), (0, 8), (0, 12)} and all(f["ranks_are_global"] for f in links.values())
+    assert links[(0, 12)]["bandwidth_gbps"] == pytest.approx(8.0) and links[(0, 12)]["group"] == "dp"
+    (slow,) = [f for f in report.findings if f.id == "communication.slow_link_pair"]
+    assert slow.key == "dp 0→12 HCCS"
+    assert "from rank 0 to rank 12" in slow.explanation and "8.0 GB/s" in slow.explanation
+
+
+def test_injected_dp_straggler_is_named_from_the_wait_times(tmp_path):
+    groups = {"group_name_0": {"group_name": "dp", "group_rank": 0, "global_ranks": [0, 1, 2]}}
+    waits = {0: 0.30, 1: 0.32, 2: 0.01}  # rank 2 arrives last: it barely waits, the others wait for it
+    for rank, wait in waits.items():
+        build_rank(tmp_path, RankSpec(rank=rank, device_id=rank, rank_id=str(rank), groups=groups,
+                                      comm_wait_share=wait, comm_transit_share=0.6))
+    report = advisor.diagnose(tmp_path)
+    (straggler,) = [f for f in report.facts if f["type"] == "straggler"]
+    assert straggler["group"] == "dp" and straggler["rank"] == 2 and straggler["ranks"] == 3
+    # each allreduce takes 1987.92 µs; the others wait 31 % of it, rank 2 1 %: 0.30 × 1987.92 µs lost per step
+    assert straggler["lost_us"] == pytest.approx(1987.92 * 0.30, rel=1e-6)
+    assert straggler["max_wait_rank"] == 1
+    (finding,) = [f for f in report.findings if f.id == "cluster.collective_straggler"]
+    assert finding.key == "dp: rank 2" and finding.estimated_gain_us == pytest.approx(596.376, rel=1e-4)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from corpus.cases import all_cases, make_base
 from typer.testing import CliRunner
 
 from advisor.cli import app
-from corpus.cases import BASES, all_cases
 
 CASES = all_cases()
 _BASELINES: dict[str, dict] = {}
@@ -29,7 +29,9 @@ def _invoke(arguments: list[str]):
 
 def _baseline(base: str) -> dict:
     if base not in _BASELINES:
-        result = _invoke(["diagnose", str(BASES[base]), "-f", "json"])
+        profile = Path(tempfile.mkdtemp()) / "prof"
+        make_base(base, profile)
+        result = _invoke(["diagnose", str(profile), "-f", "json"])
         assert result.exit_code == 0, result.stderr
         _BASELINES[base] = json.loads(result.stdout)
     return _BASELINES[base]
@@ -60,7 +62,7 @@ def test_corpus_case(case, tmp_path):
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in stdout + stderr
     for line in stderr.splitlines():
-        assert line.startswith("advisor: ") or line.startswith("  "), f"stray output on stderr: {line!r}"
+        assert line.startswith(("advisor: ", "  ")), f"stray output on stderr: {line!r}"
     messages = stderr if case.command == ("diagnose",) else stdout + stderr  # rules lint/test report on stdout
     for pattern in case.messages:
         assert re.search(pattern, messages), f"output lacks /{pattern}/:\n{messages}"

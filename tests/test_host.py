@@ -143,3 +143,32 @@ def test_frees_of_device_memory_per_step(tmp_path):
     assert (host.free_calls_per_step, host.free_us_per_step) == (1.0, 12000.0)
     report = advisor.diagnose(tmp_path)
     assert any(f.id == "memory.free_calls" and f.estimated_gain_us == 12000.0 for f in report.findings)
+
+
+def _host(tmp_path, spec: RankSpec) -> HostFact:
+    build_rank(tmp_path, spec)
+    (host,) = extract_facts(load_profile(tmp_path)).of(HostFact)
+    return host
+
+
+def test_gaps_on_the_compute_stream_and_between_runtime_calls_stay_inside_each_step(tmp_path):
+    # per step: MatMul at +0 (170.4 µs), FlashAttention at +5000 (881.64), RmsNorm at +10000, the allreduce at
+    # +15000 on the same stream but not compute; launches 80 µs before each task, 12 µs long, one sync before them
+    host = _host(tmp_path, RankSpec())
+    # (timestamps near 1.76e15 µs resolve to 0.25 µs, hence the 1 µs tolerance)
+    assert host.stream_gap_us_per_step == pytest.approx((5000 - 170.4) + (10000 - 5000 - 881.64), abs=1)
+    assert host.stream_gap_max_us == pytest.approx(4829.6, abs=1) and host.stream_gaps_per_step == 2
+    assert host.host_gap_us_per_step == pytest.approx(3 * (5000 - 12), abs=1)  # the 870 µs before the first launch is short
+    assert host.host_gap_max_us == pytest.approx(4988, abs=1)
+
+
+def test_kernels_launched_inside_optimizer_step_are_counted_with_their_device_time(tmp_path):
+    host = _host(tmp_path, RankSpec(optimizer_us=2000.0))  # the region covers the first launch of each step
+    assert host.optimizer_kernels_per_step == 1 and host.optimizer_kernel_us_per_step == pytest.approx(170.4, abs=0.5)
+    assert _host(tmp_path / "none", RankSpec()).optimizer_kernels_per_step is None
+
+
+def test_real_optimizer_step_launches_dozens_of_kernels():
+    hosts = {h.rank: h for h in extract_facts(load_profile(REAL)).of(HostFact)}
+    assert hosts[0].optimizer_kernels_per_step == 58 and hosts[1].optimizer_kernels_per_step == 84
+    assert 4000 < hosts[0].optimizer_kernel_us_per_step < 4400

@@ -75,8 +75,9 @@ def test_format_variants_read_the_same(tmp_path, variant):
 def test_missing_files_are_recorded_not_fatal(tmp_path):
     build_rank(tmp_path, RankSpec(omit=("op_statistic.csv", "profiler_metadata.json")))
     profile = load_profile(tmp_path)
-    assert sorted(Path(m).name for m in profile.coverage.missing) == [
-        "npu_module_mem.csv", "op_statistic.csv", "operator_memory.csv", "profiler_metadata.json"]  # the builder writes no operator/module memory
+    assert sorted(Path(m).name for m in profile.coverage.missing) == [  # the builder writes no operator/module memory
+        "communication_matrix.json", "npu_module_mem.csv", "op_statistic.csv", "operator_memory.csv",
+        "profiler_metadata.json"]
     assert profile.ranks[0].op_statistic is None and profile.ranks[0].kernels is not None
 
 

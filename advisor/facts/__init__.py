@@ -6,8 +6,16 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from advisor.facts.cluster import pipeline_groups, rank_spreads, stage_spread
-from advisor.facts.communication import communication_summary, transport_summary
+from advisor.facts.cluster import (
+    collective_stragglers,
+    p2p_waits,
+    pipeline_groups,
+    pipelines_from_distributed_args,
+    pipelines_from_p2p,
+    rank_spreads,
+    stage_spread,
+)
+from advisor.facts.communication import communication_summary, link_summary, median_ratios, transport_summary
 from advisor.facts.context import context_fact, core_counts, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.host import api_calls, dataloader_summary, host_summary
@@ -33,6 +41,7 @@ from advisor.facts.models import (
     Fact,
     HostFact,
     LayoutFact,
+    LinkFact,
     Mc2Fact,
     MemoryFact,
     ModelFact,
@@ -41,6 +50,7 @@ from advisor.facts.models import (
     SequenceFact,
     SpreadFact,
     StepFact,
+    StragglerFact,
     TransportFact,
 )
 from advisor.facts.operators import (
@@ -60,6 +70,7 @@ from advisor.facts.steps import (
     steps_from_overlap,
 )
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
+from advisor.ingest.groups import groups_by_hash
 from advisor.ingest import Profile, RankData
 from advisor.planners.hccl import DTYPE_BYTES, buffsize_mb
 from advisor.planners.mc2 import plan_mc2
@@ -122,10 +133,12 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
         out.facts.extend(_communication_facts(profile, rank, hardware))
         out.facts.extend(_memory_facts(profile, rank, user))
         out.facts.extend(_host_facts(profile, rank, breakdown))
+    out.facts.extend(_link_facts(profile, hardware))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
     if len(rank_breakdowns) >= 2:
         out.facts.extend(_spread_facts(rank_breakdowns))
+        out.facts.extend(_straggler_facts(profile, rank_breakdowns))
         out.facts.extend(_pipeline_facts(profile, rank_breakdowns))
     out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile, user)]
     if user is not None and user.model is not None:
@@ -138,7 +151,7 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
 
 def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[StepFact]:
     lanes = _steps_from_trace(rank)
-    trace_path = profile.shown(rank.output_dir / "trace_view.json")
+    trace_path = profile.shown(rank.file("trace_view.json"))
     if rank.step_trace is not None:
         table, shown = rank.step_trace.frame, profile.shown(rank.step_trace.path)
         source = f"{shown}[{_STEP_COLUMNS}]"
@@ -147,7 +160,7 @@ def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[S
     elif lanes is not None:
         table, shown = lanes, trace_path
         source = f"{trace_path}[Overlap Analysis: Computing, Communication(Not Overlapped), Communication, Free]"
-        warnings.append(f"{profile.shown(rank.output_dir / 'step_trace_time.csv')} is missing; the step breakdown of "
+        warnings.append(f"{profile.shown(rank.file('step_trace_time.csv'))} is missing; the step breakdown of "
                         f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
     else:
         return []
@@ -213,15 +226,46 @@ def _profile_breakdown(ranks: list[BreakdownFact]) -> BreakdownFact:
 
 
 def _pipeline_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[PipelineFact]:
+    """Compute per pipeline stage, the stages from parallel_group_info, else distributed_args, else P2P traffic."""
     compute = {b.rank: b.compute_us for b in breakdowns if b.rank is not None}
+    metadata = {r.rank: r.metadata for r in profile.ranks}
+    receives = _p2p_receives(profile)
     sources = sorted({profile.shown(r.path / "profiler_metadata.json") for r in profile.ranks if r.metadata}
                      | {src for b in breakdowns for src in b.sources})
-    facts = []
-    for name, ranks in pipeline_groups({r.rank: r.metadata for r in profile.ranks}):
-        spread = stage_spread(ranks, compute)
-        if spread is not None:
-            facts.append(PipelineFact(id=f"pipeline:{name}", sources=sources, group=name, **spread))
-    return facts
+    p2p_sources = sorted({f"{profile.shown(r.file('communication.json'))}[p2p: hcom_send/hcom_receive]"
+                          for r in profile.ranks if r.communication is not None})
+    for grouping, found in (("parallel_group_info", pipeline_groups(metadata)),
+                            ("distributed_args", pipelines_from_distributed_args(metadata)),
+                            ("p2p", pipelines_from_p2p(receives.groupby("rank")["group"].agg(set).to_dict()))):
+        facts = []
+        for name, ranks in found:
+            spread = stage_spread(ranks, compute)
+            if spread is not None:
+                facts.append(PipelineFact(id=f"pipeline:{name}", sources=sources + (p2p_sources if grouping == "p2p" else []),
+                                          group=name, grouping=grouping, **spread, **p2p_waits(receives, ranks)))
+        if found:
+            return facts
+    return []
+
+
+def _p2p_receives(profile: Profile) -> pd.DataFrame:
+    """Per (rank, P2P group): wait per step in its receive ops, and the peer rank sharing that group."""
+    rows = []
+    for rank in profile.ranks:
+        if rank.communication is None:
+            continue
+        ops = rank.communication.ops
+        p2p = ops.loc[ops["kind"] == "p2p"]
+        steps = max(int(ops["step"].nunique(dropna=False)), 1)
+        for group, group_ops in p2p.groupby("group", sort=True):
+            receiving = group_ops["op_name"].str.lower().str.startswith(("hcom_receive", "hcom_batchsendrecv"))
+            rows.append({"rank": rank.rank, "group": str(group),
+                         "wait_us": float(group_ops.loc[receiving, "wait_ms"].sum()) * 1000 / steps})
+    frame = pd.DataFrame(rows, columns=["rank", "group", "wait_us"])
+    members = frame.groupby("group")["rank"].agg(list)
+    frame["peer"] = [next((r for r in members[g] if r != rank), None) if len(members[g]) == 2 else None
+                     for rank, g in zip(frame["rank"], frame["group"])]
+    return frame
 
 
 def _spread_facts(breakdowns: list[BreakdownFact]) -> list[SpreadFact]:
@@ -357,7 +401,7 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
         return []
     ops, traffic = rank.communication.ops, rank.communication.traffic
     step_count = max(int(ops["step"].nunique(dropna=False)), 1)
-    path = profile.shown(rank.output_dir / "communication.json")
+    path = profile.shown(rank.file("communication.json"))
     facts: list[Fact] = []
     time_source = f"{path}[Communication Time Info]"
     for row in communication_summary(ops, step_count).to_dict("records"):
@@ -388,6 +432,64 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
                 small_op_share=float(row["small_op_share"]),
             )
         )
+    return facts
+
+
+def _straggler_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[Fact]:
+    """Per communicator seen on 2+ ranks: who the others wait for inside its collectives."""
+    rows, sources, names = [], set(), {}
+    for rank in profile.ranks:
+        if rank.communication is None:
+            continue
+        ops = rank.communication.ops
+        collectives = ops.loc[ops["kind"] == "collective"]
+        steps = max(int(ops["step"].nunique(dropna=False)), 1)
+        for group, wait_ms in collectives.groupby("group", sort=True)["wait_ms"].sum().items():
+            rows.append({"rank": rank.rank, "group": str(group), "wait_us": float(wait_ms) * 1000 / steps})
+        sources.add(f"{profile.shown(rank.file('communication.json'))}[Communication Time Info: Wait Time(ms)]")
+        names |= {h: g.name for h, g in groups_by_hash(rank.metadata).items()}
+    if not rows:
+        return []
+    mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
+    facts: list[Fact] = []
+    for row in collective_stragglers(pd.DataFrame(rows)).to_dict("records"):
+        name = names.get(row["group"], row["group"])
+        facts.append(StragglerFact(
+            id=f"straggler:{name}", sources=sorted(sources), group=name, ranks=row["ranks"], rank=row["rank"],
+            straggler_wait_us=row["straggler_wait_us"], others_wait_us=row["others_wait_us"], lost_us=row["lost_us"],
+            lost_share_of_step=min(row["lost_us"] / mean_step, 1.0) if mean_step > 0 else None,
+            max_wait_rank=row["max_wait_rank"],
+        ))
+    return facts
+
+
+def _link_facts(profile: Profile, hardware: str | None) -> list[Fact]:
+    """Per-link traffic of every rank's communication_matrix.json, with the slow links measured against the median."""
+    per_rank = []
+    for rank in profile.ranks:
+        if rank.matrix is None or rank.matrix.empty:
+            continue
+        groups = {h: (g.name, g.global_ranks) for h, g in groups_by_hash(rank.metadata).items()}
+        summary = link_summary(rank.matrix, groups)
+        if not summary.empty:
+            per_rank.append(summary.assign(rank=rank.rank, source=f"{profile.shown(rank.file('communication_matrix.json'))}"
+                                           "[Transport Type,Transit Size(MB),Transit Time(ms)]"))
+    if not per_rank:
+        return []
+    links = pd.concat(per_rank, ignore_index=True)
+    links["median_ratio"] = median_ratios(links["bandwidth_gbps"], links["transport"])
+    facts: list[Fact] = []
+    for row in links.to_dict("records"):
+        nominal = nominal_bandwidth(hardware, row["transport"])
+        facts.append(LinkFact(
+            id=f"link:r{row['rank']}:{row['group_name']}:{row['src_rank']}-{row['dst_rank']}:{row['transport']}",
+            sources=[row["source"]], rank=row["rank"], group=str(row["group_name"]), src_rank=int(row["src_rank"]),
+            dst_rank=int(row["dst_rank"]), ranks_are_global=bool(row["ranks_are_global"]), transport=row["transport"],
+            size_mb_per_step=float(row["size_mb_per_step"]), time_us_per_step=float(row["time_us_per_step"]),
+            bandwidth_gbps=float(row["bandwidth_gbps"]), nominal_gbps=nominal,
+            utilization=float(row["bandwidth_gbps"]) / nominal if nominal else None,
+            median_ratio=None if pd.isna(row["median_ratio"]) else float(row["median_ratio"]),
+        ))
     return facts
 
 
@@ -462,7 +564,7 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
         return []
     trace = rank.trace
     windows = profiler_step_windows(trace.host)
-    path = profile.shown(rank.output_dir / "trace_view.json")
+    path = profile.shown(rank.file("trace_view.json"))
     summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows)
     step_time = breakdown.step_time_us if breakdown is not None else None
     facts: list[Fact] = [

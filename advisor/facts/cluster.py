@@ -50,6 +50,74 @@ def pipeline_groups(metadata_by_rank: dict[int, dict]) -> list[tuple[str, list[i
     return sorted(((name, list(ranks)) for ranks, name in groups.items()), key=lambda g: g[1])
 
 
+def pipelines_from_distributed_args(metadata_by_rank: dict[int, dict]) -> list[tuple[str, list[int]]]:
+    """Pipelines from MindSpeed/Megatron ``distributed_args`` (world_size, pipeline_model_parallel_size).
+
+    Megatron numbers ranks with the pipeline stage outermost, so stage s of pipeline p is rank
+    p + s × (world_size / pp): each pipeline is every (world_size / pp)-th rank.
+    """
+    for metadata in metadata_by_rank.values():
+        args = metadata.get("distributed_args") if isinstance(metadata, dict) else None
+        if not isinstance(args, dict):
+            continue
+        world, stages = args.get("world_size"), args.get("pipeline_model_parallel_size")
+        if isinstance(world, int) and isinstance(stages, int) and stages >= 2 and world % stages == 0:
+            stride = world // stages
+            return [(f"pp{first}", [first + stage * stride for stage in range(stages)]) for first in range(stride)]
+    return []
+
+
+def pipelines_from_p2p(p2p_groups: dict[int, set[str]]) -> list[tuple[str, list[int]]]:
+    """Pipelines inferred from send/receive traffic: ranks sharing a P2P communicator are neighbouring stages.
+
+    ``p2p_groups`` maps each rank to the group hashes of its hcom_send/receive ops. A hash seen on exactly
+    two ranks links them; each chain of links is one pipeline, ordered from its lower-numbered end (the
+    usual placement of stage 0; the imbalance measures do not depend on the direction).
+    """
+    members: dict[str, list[int]] = {}
+    for rank, groups in p2p_groups.items():
+        for group in groups:
+            members.setdefault(group, []).append(rank)
+    neighbours: dict[int, set[int]] = {}
+    for ranks in members.values():
+        if len(ranks) == 2:
+            a, b = ranks
+            neighbours.setdefault(a, set()).add(b)
+            neighbours.setdefault(b, set()).add(a)
+    chains, seen = [], set()
+    for start in sorted(r for r, n in neighbours.items() if len(n) == 1):
+        if start in seen:
+            continue
+        chain, previous = [start], None
+        while True:
+            following = [n for n in neighbours[chain[-1]] if n != previous and n not in chain]
+            if len(following) != 1 or len(neighbours[chain[-1]]) > 2:
+                break
+            previous = chain[-1]
+            chain.append(following[0])
+        if len(neighbours[chain[-1]]) == 1:  # a clean path, not a ring or a tree
+            seen.update(chain)
+            chains.append((f"p2p:{chain[0]}-{chain[-1]}", chain))
+    return chains
+
+
+def p2p_waits(receive_waits: pd.DataFrame, ranks: list[int]) -> dict:
+    """Who waits on whom in the P2P traffic of one pipeline.
+
+    ``receive_waits`` has one row per (rank, group, peer) with the rank's ``wait_us`` per step in receives
+    of that group and the ``peer`` rank on the other side (None when unknown).
+    """
+    rows = receive_waits.loc[receive_waits["rank"].isin(ranks)]
+    if rows.empty:
+        return {"max_p2p_wait_rank": None, "max_p2p_wait_us": None, "waits_on_rank": None}
+    per_rank = rows.groupby("rank", sort=True)["wait_us"].sum()
+    worst = int(per_rank.idxmax())
+    mine = rows.loc[rows["rank"] == worst].sort_values("wait_us", ascending=False, kind="stable")
+    peer = mine.iloc[0]["peer"]
+    return {"max_p2p_wait_rank": worst, "max_p2p_wait_us": float(per_rank.max()),
+            "waits_on_rank": None if peer is None or pd.isna(peer) else int(peer)}
+
+
 def stage_spread(ranks: list[int], compute_us: dict[int, float]) -> dict | None:
     """Compute time per pipeline stage and how unevenly it is spread; None when a stage has no breakdown."""
     times = [compute_us.get(rank) for rank in ranks]
@@ -68,3 +136,27 @@ def stage_spread(ranks: list[int], compute_us: dict[int, float]) -> dict | None:
         "min_compute_us": times[fastest],
         "compute_spread_ratio": (times[slowest] - times[fastest]) / mean if mean > 0 else 0.0,
     }
+
+
+def collective_stragglers(waits: pd.DataFrame) -> pd.DataFrame:
+    """Per communicator group seen on 2+ ranks: the straggler and the time the others lose waiting for it.
+
+    ``waits`` has one row per (rank, group) with ``wait_us`` per step inside that group's collectives. In a
+    synchronous collective everybody waits for the last rank to arrive, which itself waits least: the rank
+    with the smallest wait is the straggler, and the others' mean wait beyond its own is time lost to it.
+    """
+    rows = []
+    for group, members in waits.groupby("group", sort=True):
+        if len(members) < 2:
+            continue
+        ordered = members.sort_values(["wait_us", "rank"], kind="stable")
+        slow = ordered.iloc[0]
+        others = ordered.iloc[1:]
+        rows.append({
+            "group": group, "ranks": len(members), "rank": int(slow["rank"]), "straggler_wait_us": float(slow["wait_us"]),
+            "others_wait_us": float(others["wait_us"].mean()),
+            "lost_us": max(float(others["wait_us"].mean() - slow["wait_us"]), 0.0),
+            "max_wait_rank": int(ordered.iloc[-1]["rank"]),
+        })
+    return pd.DataFrame(rows, columns=["group", "ranks", "rank", "straggler_wait_us", "others_wait_us", "lost_us",
+                                       "max_wait_rank"])

@@ -53,3 +53,39 @@ def transport_summary(traffic: pd.DataFrame, step_count: int) -> pd.DataFrame:
     summary["ops_per_step"] = summary["ops"] / per_step
     summary["small_op_share"] = summary["small"].astype(float)
     return summary
+
+
+def link_summary(matrix: pd.DataFrame, ranks: dict[str, tuple[str, tuple[int, ...]]]) -> pd.DataFrame:
+    """Per (group, src → dst, transport): MB and µs per step and bandwidth, ranks made global where ``ranks`` knows the group.
+
+    ``ranks`` maps a group hash to (its name, its sorted global ranks). LOCAL (on-chip) copies are dropped.
+    """
+    rows = matrix.loc[(matrix["transport"] != "LOCAL") & (matrix["src"] != matrix["dst"])]
+    per_step = max(int(matrix["step"].nunique(dropna=False)), 1)
+    summary = rows.groupby(["group", "src", "dst", "transport"], sort=True).agg(
+        size_mb=("size_mb", "sum"), time_ms=("time_ms", "sum")).reset_index()
+    if summary.empty:
+        return summary
+
+    def global_rank(group: str, local: int) -> int | None:
+        known = ranks.get(group)
+        return known[1][local] if known is not None and 0 <= local < len(known[1]) else None
+
+    src = [global_rank(g, s) for g, s in zip(summary["group"], summary["src"])]
+    dst = [global_rank(g, d) for g, d in zip(summary["group"], summary["dst"])]
+    mapped = [s is not None and d is not None for s, d in zip(src, dst)]
+    summary["ranks_are_global"] = mapped
+    summary["src_rank"] = [s if m else int(local) for s, m, local in zip(src, mapped, summary["src"])]
+    summary["dst_rank"] = [d if m else int(local) for d, m, local in zip(dst, mapped, summary["dst"])]
+    summary["group_name"] = [ranks[g][0] if g in ranks else g for g in summary["group"]]
+    summary["size_mb_per_step"] = summary["size_mb"] / per_step
+    summary["time_us_per_step"] = summary["time_ms"] * 1000 / per_step
+    summary["bandwidth_gbps"] = (summary["size_mb"] / summary["time_ms"].where(summary["time_ms"] > 0)).fillna(0.0)
+    return summary
+
+
+def median_ratios(bandwidth: pd.Series, transport: pd.Series) -> pd.Series:
+    """Each link's bandwidth over the median of its transport's links (None with fewer than 3 links)."""
+    counts = transport.map(transport.value_counts())
+    medians = bandwidth.groupby(transport).transform("median")
+    return (bandwidth / medians.where(medians > 0)).where(counts >= 3)

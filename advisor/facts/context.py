@@ -37,7 +37,7 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         sources.extend(profile.shown(p) for p in sorted(profile.ranks[0].path.glob("PROF_*/device_*/info.json.*"))[:1])
     hardware = infer_hardware(profile)
     if hardware:
-        sources.append(f"{profile.shown(profile.ranks[0].output_dir / 'kernel_details.csv')}[header]")
+        sources.append(f"{profile.shown(profile.ranks[0].file('kernel_details.csv'))}[header]")
 
     return ContextFact(
         id="context",

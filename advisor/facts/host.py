@@ -20,6 +20,8 @@ FREE_APIS = re.compile(r"^AscendCL@aclrtFree(Physical)?$")
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)
 DATALOADER = re.compile(r"dataloader", re.IGNORECASE)
+LONG_STREAM_GAP_US = 50.0
+LONG_HOST_GAP_US = 1000.0
 COMPUTE_TASK = re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|KERNEL_MIX_AIV|KERNEL_AICPU)$")
 
 
@@ -55,7 +57,54 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "gc_us_per_step": float(gc.sum()) / steps,
         "optimizer_us_per_step": float(optimizer.sum()) / steps,
         "sync_batch_norm_calls_per_step": int(host["name"].str.contains(SYNC_BATCH_NORM).sum()) / steps,
+        **stream_gaps(device, windows, steps),
+        **host_gaps(apis, windows, steps),
+        **optimizer_kernels(host.loc[host["name"].str.match(OPTIMIZER_STEP)], launches, device, steps),
     }
+
+
+def stream_gaps(device: pd.DataFrame, windows: pd.DataFrame, steps: int) -> dict[str, float | None]:
+    """Idle gaps between consecutive compute tasks on the busiest compute stream, inside the steps."""
+    compute = device.loc[device["task_type"].fillna("").str.match(COMPUTE_TASK)]
+    if compute.empty:
+        return {"stream_gap_us_per_step": None, "stream_gap_max_us": None, "stream_gaps_per_step": None}
+    busiest = compute.groupby("stream", sort=True)["dur"].sum().idxmax()
+    gaps = gaps_within_steps(compute.loc[compute["stream"] == busiest], windows)
+    return {"stream_gap_us_per_step": float(gaps.sum()) / steps, "stream_gap_max_us": float(gaps.max()) if len(gaps) else 0.0,
+            "stream_gaps_per_step": int((gaps >= LONG_STREAM_GAP_US).sum()) / steps}
+
+
+def host_gaps(apis: pd.DataFrame, windows: pd.DataFrame, steps: int) -> dict[str, float | None]:
+    """Host stretches of 1 ms or more inside the steps without a runtime call (launch, sync, compile, free)."""
+    if len(apis) < 2:
+        return {"host_gap_us_per_step": None, "host_gap_max_us": None}
+    gaps = gaps_within_steps(apis, windows)
+    return {"host_gap_us_per_step": float(gaps.loc[gaps >= LONG_HOST_GAP_US].sum()) / steps,
+            "host_gap_max_us": float(gaps.max()) if len(gaps) else 0.0}
+
+
+def gaps_within_steps(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
+    """Time from the latest end so far to each next event's start (≥ 0), for consecutive events of one step window."""
+    ordered = events.loc[events["ts"].notna()].sort_values("ts", kind="stable")
+    if not windows.empty:
+        ordered = inside(ordered, windows)
+        step = np.searchsorted(windows.sort_values("start")["start"].to_numpy(), ordered["ts"].to_numpy(), side="right")
+    else:
+        step = np.zeros(len(ordered), dtype=int)
+    ends = (ordered["ts"] + ordered["dur"]).groupby(step).cummax().groupby(step).shift()
+    return (ordered["ts"] - ends).dropna().clip(lower=0)
+
+
+def optimizer_kernels(regions: pd.DataFrame, launches: pd.DataFrame, device: pd.DataFrame,
+                      steps: int) -> dict[str, float | None]:
+    """Device tasks launched from inside Optimizer.step regions (HostToDevice flows), per step, and their time."""
+    if regions.empty or launches.empty:
+        return {"optimizer_kernels_per_step": None, "optimizer_kernel_us_per_step": None}
+    windows = pd.DataFrame({"start": regions["ts"], "end": regions["ts"] + regions["dur"]})
+    launched = inside(launches, windows, "launch_ts")
+    durations = device.drop_duplicates("ts").set_index("ts")["dur"]
+    kernel_us = launched["device_ts"].map(durations).fillna(0.0)
+    return {"optimizer_kernels_per_step": len(launched) / steps, "optimizer_kernel_us_per_step": float(kernel_us.sum()) / steps}
 
 
 def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, object] | None:

@@ -225,6 +225,31 @@ class TransportFact(Fact):
     )
 
 
+class LinkFact(Fact):
+    """Traffic over one link between two ranks of a communicator, per step, as one rank recorded it."""
+
+    family: ClassVar[str] = "link"
+    source: ClassVar[str] = (
+        "communication_matrix.json: the '-total' entry of each op type per group and src-dst link; global ranks "
+        "from profiler_metadata.json parallel_group_info (matched by the group hash)"
+    )
+
+    rank: int = Field(ge=0, description="The rank whose file recorded the link.")
+    group: str = Field(description="The communicator's process-group name (dp, tp, pp, …), or its hash when unknown.")
+    src_rank: int = Field(ge=0, description="Sending rank: global when ranks_are_global, else the rank inside the group.")
+    dst_rank: int = Field(ge=0, description="Receiving rank, numbered like src_rank.")
+    ranks_are_global: bool = Field(description="True when parallel_group_info mapped the group's local ranks to global ones.")
+    transport: str = Field(description="HCCS, PCIE, RDMA, SIO (LOCAL on-chip copies are left out).")
+    size_mb_per_step: Micros = Field(description="Data moved per step, MB (10^6 bytes).")
+    time_us_per_step: Micros = Field(description="Transfer time per step, µs.")
+    bandwidth_gbps: Micros = Field(description="size / time, GB/s.")
+    nominal_gbps: Micros | None = Field(None, description="The link type's nominal bandwidth for the hardware, where known.")
+    utilization: Micros | None = Field(None, description="bandwidth_gbps / nominal_gbps.")
+    median_ratio: Micros | None = Field(
+        None, description="bandwidth_gbps / the median bandwidth of all links of this transport in the profile (3 or more)."
+    )
+
+
 class MemoryFact(Fact):
     """Device memory of one rank as the framework's caching allocator saw it (memory_record.csv)."""
 
@@ -319,6 +344,16 @@ class HostFact(Fact):
     optimizer_us_per_step: Micros = Field(description="Host time in Optimizer.step#… regions, µs.")
     optimizer_share_of_step: Ratio | None = Field(None, description="optimizer_us_per_step / the rank's step time (capped at 1).")
     sync_batch_norm_calls_per_step: Micros = Field(description="Framework events named SyncBatchNorm.")
+    stream_gap_us_per_step: Micros | None = Field(
+        None, description="Idle time between consecutive tasks on the busiest device stream per step, µs.")
+    stream_gap_max_us: Micros | None = Field(None, description="The longest such gap, µs.")
+    stream_gaps_per_step: Micros | None = Field(None, description="Gaps of 50 µs or more on that stream per step.")
+    host_gap_us_per_step: Micros | None = Field(
+        None, description="Host stretches of 1 ms or more inside a step with no runtime call (launch, sync, compile, free), µs per step.")
+    host_gap_max_us: Micros | None = Field(None, description="The longest stretch between runtime calls inside a step, µs.")
+    optimizer_kernels_per_step: Micros | None = Field(
+        None, description="Device tasks launched from inside Optimizer.step regions per step (HostToDevice flows).")
+    optimizer_kernel_us_per_step: Micros | None = Field(None, description="Their device time per step, µs.")
 
 
 class ApiFact(Fact):
@@ -377,11 +412,33 @@ class SpreadFact(Fact):
     ranks: int = Field(ge=2, description="Number of ranks compared.")
 
 
+class StragglerFact(Fact):
+    """The rank the others wait for in the collectives of one communicator (data-parallel stragglers)."""
+
+    family: ClassVar[str] = "straggler"
+    source: ClassVar[str] = (
+        "communication.json of every rank: Wait Time(ms) of the collectives, per group hash; the group's name "
+        "from profiler_metadata.json parallel_group_info"
+    )
+
+    group: str = Field(description="The communicator's process-group name (dp, tp, …), or its hash when unknown.")
+    ranks: int = Field(ge=2, description="Ranks whose files hold collectives of this group.")
+    rank: int = Field(ge=0, description="The straggler: the rank that waits least, because the others wait for it.")
+    straggler_wait_us: Micros = Field(description="Its wait inside the group's collectives per step, µs.")
+    others_wait_us: Micros = Field(description="The other ranks' mean wait per step, µs.")
+    lost_us: Micros = Field(description="others_wait_us − straggler_wait_us: time per step the others lose to it, µs.")
+    lost_share_of_step: Ratio | None = Field(None, description="lost_us / the mean step time (capped at 1).")
+    max_wait_rank: int = Field(ge=0, description="The rank that waits most.")
+
+
 class PipelineFact(Fact):
     """One pipeline-parallel group: compute time per stage and how unevenly the layers are spread."""
 
     family: ClassVar[str] = "pipeline"
-    source: ClassVar[str] = "profiler_metadata.json parallel_group_info (groups named 'pp'); the ranks' step breakdowns"
+    source: ClassVar[str] = (
+        "profiler_metadata.json parallel_group_info (groups named 'pp') or distributed_args, else communication.json "
+        "P2P ops (hcom_send/hcom_receive, their group and Wait Time); the ranks' step breakdowns"
+    )
 
     group: str = Field(description="The HCCL communicator name of the pp group.")
     stages: int = Field(ge=2, description="Pipeline stages (ranks in the group).")
@@ -392,6 +449,13 @@ class PipelineFact(Fact):
     mean_compute_us: Micros = Field(description="Mean compute per step over the stages, µs.")
     min_compute_us: Micros = Field(description="Compute per step of the fastest stage, µs.")
     compute_spread_ratio: Micros = Field(description="(max − min) / mean compute over the stages.")
+    grouping: Literal["parallel_group_info", "distributed_args", "p2p"] = Field(
+        "parallel_group_info",
+        description="How the stages were found: the 'pp' groups of parallel_group_info, MindSpeed's distributed_args, "
+        "or inferred from which ranks share send/receive communicators (ordered from the lower-numbered end).")
+    max_p2p_wait_rank: int | None = Field(None, ge=0, description="The stage rank that waits longest in P2P receives.")
+    max_p2p_wait_us: Micros | None = Field(None, description="Its receive wait per step, µs.")
+    waits_on_rank: int | None = Field(None, ge=0, description="The neighbour it waits for (the other rank of that P2P group).")
 
 
 class ModelFact(Fact, ModelSettings):
@@ -454,6 +518,8 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         ContentionFact,
         CommunicationFact,
         TransportFact,
+        LinkFact,
+        StragglerFact,
         MemoryFact,
         AllocationFact,
         HostFact,

@@ -15,8 +15,24 @@ from stat import S_ISREG
 from typing import Any, TypeVar
 
 import orjson
+import pandas as pd
 
-from advisor.ingest.communication import parse_communication
+from advisor.ingest.communication import parse_communication, parse_matrix
+from advisor.ingest.db import (
+    ANALYSIS_DB,
+    DbTables,
+    open_db,
+    profiler_db,
+    read_communication,
+    read_matrix,
+    read_kernels,
+    read_memory_record,
+    read_metadata,
+    read_module_memory,
+    read_operator_memory,
+    read_step_trace,
+    read_trace_tables,
+)
 from advisor.ingest.csvtable import Column, read_csv_table
 from advisor.ingest.limits import check_size
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData, SkippedFile
@@ -110,7 +126,11 @@ def rank_id_from_dir(rank_dir: Path) -> int | None:
 
 
 def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage: Coverage) -> RankData:
-    """Read every file this version of the tool uses from one rank directory."""
+    """Read every file this version of the tool uses from one rank directory.
+
+    The text export is read when its CSVs are there; otherwise the DB export (ascend_pytorch_profiler_{rank}.db
+    and analysis.db) when it is — never both, so a directory holding both is not counted twice.
+    """
     data = RankData(rank=rank, path=rank_dir, output_dir=output_dir)
     reader = _Reader(base, coverage)
 
@@ -119,25 +139,75 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
         data.profiler_info = reader.read(info_files[0], _json_object) or {}
     else:
         coverage.missing.append(display_path(rank_dir / "profiler_info_<rank>.json", base))
-    data.metadata = reader.read(rank_dir / "profiler_metadata.json", _json_object) or {}
+    database = profiler_db(output_dir)
+    from_db = database is not None and not any((output_dir / n).exists() for n in ("step_trace_time.csv", "kernel_details.csv"))
+    if not from_db or (rank_dir / "profiler_metadata.json").exists():  # the DB export keeps it in META_DATA
+        data.metadata = reader.read(rank_dir / "profiler_metadata.json", _json_object) or {}
     device_info_file = _device_info_file(rank_dir)
     if device_info_file is not None:
         data.device_info = reader.read(device_info_file, _json_object) or {}
         data.device_id = _as_int(device_info_file.name.rsplit(".", 1)[-1])
 
+    if from_db:
+        _read_db_export(data, database, reader)
+    else:
+        _read_text_export(data, output_dir, reader)
+    if data.device_id is None:
+        data.device_id = _first_device_id(data.step_trace, data.kernels)
+    return data
+
+
+def _read_text_export(data: RankData, output_dir: Path, reader: _Reader) -> None:
     data.step_trace = reader.read(output_dir / "step_trace_time.csv", _csv(STEP_TRACE_COLUMNS))
     data.kernels = reader.read(output_dir / "kernel_details.csv", _csv(KERNEL_COLUMNS))
     data.op_statistic = reader.read(output_dir / "op_statistic.csv", _csv(OP_STATISTIC_COLUMNS))
     data.communication = reader.read(output_dir / "communication.json", _communication)
+    data.matrix = reader.read(output_dir / "communication_matrix.json", _matrix)
     data.memory_record = reader.read(output_dir / "memory_record.csv", _csv(MEMORY_RECORD_COLUMNS))
     data.operator_memory = reader.read(output_dir / "operator_memory.csv", _csv(OPERATOR_MEMORY_COLUMNS))
     data.module_memory = reader.read(output_dir / "npu_module_mem.csv", _csv(MODULE_MEMORY_COLUMNS))
-    data.trace = reader.read(output_dir / "trace_view.json", read_trace)
+    trace = output_dir / "trace_view.json"
+    if not trace.exists() and (output_dir / "trace_view.json.gz").exists():  # compressed to be shipped
+        trace = data.stand_ins["trace_view.json"] = output_dir / "trace_view.json.gz"
+    data.trace = reader.read(trace, read_trace)
     if data.trace is not None and data.trace.truncation is not None:
-        reader.partly_read(output_dir / "trace_view.json", data.trace.truncation)
-    if data.device_id is None:
-        data.device_id = _first_device_id(data.step_trace, data.kernels)
-    return data
+        reader.partly_read(trace, data.trace.truncation)
+
+
+def _read_db_export(data: RankData, database: Path, reader: _Reader) -> None:
+    """The DB export: every table from the profiler DB and analysis.db, none from text files."""
+    analysis = database.parent / ANALYSIS_DB
+    data.export = "db"
+    data.stand_ins = {name: database for name in (
+        "kernel_details.csv", "memory_record.csv", "operator_memory.csv", "npu_module_mem.csv", "trace_view.json",
+        "profiler_metadata.json")}
+    data.stand_ins |= {"step_trace_time.csv": analysis, "communication.json": analysis,
+                       "communication_matrix.json": analysis}
+
+    def profiler_tables(path: Path, warnings: list[str]) -> dict[str, Any]:
+        with open_db(path) as connection:
+            tables = DbTables(connection, warnings)
+            return {"metadata": read_metadata(tables, path), "kernels": read_kernels(tables, path),
+                    "memory_record": read_memory_record(tables, path),
+                    "operator_memory": read_operator_memory(tables, path),
+                    "module_memory": read_module_memory(tables, path), "trace": read_trace_tables(tables)}
+
+    def analysis_tables(path: Path, warnings: list[str]) -> dict[str, Any]:
+        with open_db(path) as connection:
+            tables = DbTables(connection, warnings)
+            return {"step_trace": read_step_trace(tables, path), "communication": read_communication(tables, warnings),
+                    "matrix": read_matrix(tables)}
+
+    for found in (reader.read(database, profiler_tables), reader.read(analysis, analysis_tables)):
+        for name, table in (found or {}).items():
+            if table is not None and not (name == "metadata" and data.metadata):
+                setattr(data, name, table)
+    expected = {"kernels": (database, "TASK, COMPUTE_TASK_INFO"), "memory_record": (database, "MEMORY_RECORD"),
+                "trace": (database, "TASK"), "step_trace": (analysis, "StepTraceTime"),
+                "communication": (analysis, "CommAnalyzerTime")}
+    for name, (path, tables) in expected.items():
+        if getattr(data, name) is None and path.is_file() and not reader.was_skipped(path):
+            reader.coverage.missing.append(f"{display_path(path, reader.base)}[{tables}]")
 
 
 def report_progress(shown: str, path: Path) -> None:
@@ -157,6 +227,10 @@ class _Reader:
     def __init__(self, base: Path, coverage: Coverage) -> None:
         self.base = base
         self.coverage = coverage
+
+    def was_skipped(self, path: Path) -> bool:
+        shown = display_path(path, self.base)
+        return any(s.file == shown for s in self.coverage.skipped)
 
     def partly_read(self, path: Path, reason: str) -> None:
         self.coverage.partly_read.append(SkippedFile(file=display_path(path, self.base), reason=reason))
@@ -213,6 +287,10 @@ def _json_object(path: Path, _warnings: list[str]) -> dict[str, Any]:
 
 def _communication(path: Path, warnings: list[str]) -> CommunicationTables:
     return parse_communication(_read_json_object(path, _MAX_COMMUNICATION_BYTES), warnings)
+
+
+def _matrix(path: Path, warnings: list[str]) -> pd.DataFrame:
+    return parse_matrix(_read_json_object(path, _MAX_COMMUNICATION_BYTES), warnings)
 
 
 def _read_json_object(path: Path, max_bytes: int = _MAX_JSON_BYTES) -> dict[str, Any]:

@@ -95,3 +95,38 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+MATRIX_COLUMNS = ["step", "kind", "op_type", "group", "src", "dst", "transport", "size_mb", "time_ms"]
+
+
+def parse_matrix(document: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
+    """Flatten communication_matrix.json into one row per (step, op type, group, local src → dst link).
+
+    torch_npu writes, per op type and group, ranked entries (``-top1``, ``-middle``, ``-bottom1..3``) and
+    their ``-total``; only the totals are kept, so each link's traffic is counted once. The msprof
+    command-line layout (flat, one entry per op) is summed per op instead. ``src``/``dst`` are the ranks
+    inside the communicator, as in the file.
+    """
+    rows: list[dict[str, Any]] = []
+    malformed = 0
+    for step, kind, key, links in _walk(document):
+        name, _, group = key.partition("@")
+        if step is not None or any(k for k in document if _STEP_KEY.match(str(k))):
+            if not name.endswith("-total"):
+                continue
+            name = name.removesuffix("-total")
+        for link, values in (links.items() if isinstance(links, dict) else []):
+            src, _, dst = str(link).partition("-")
+            size, time = (_number(values.get("Transit Size(MB)")), _number(values.get("Transit Time(ms)"))) \
+                if isinstance(values, dict) else (None, None)
+            if not (src.isdigit() and dst.isdigit()) or size is None or time is None:
+                malformed += 1
+                continue
+            rows.append({"step": step, "kind": kind, "op_type": name, "group": group, "src": int(src), "dst": int(dst),
+                         "transport": str(values.get("Transport Type") or "unknown"), "size_mb": size, "time_ms": time})
+    if malformed:
+        warnings.append(f"{malformed} link(s) without usable ranks, size or time were ignored")
+    if not rows:
+        raise FileProblem("holds no link with a size and time")
+    return pd.DataFrame(rows, columns=MATRIX_COLUMNS)

@@ -170,13 +170,18 @@ def _as_float(values: pa.ChunkedArray, column: Column, warnings: list[str]) -> p
         parsed = pd.to_numeric(raw, errors="coerce").astype("float64")
         bad = int((parsed.isna() & raw.notna()).sum())
         warnings.append(f"{bad} non-numeric value(s) in column {column.headers[0]!r} were treated as missing")
-    array = parsed.to_numpy(dtype="float64", na_value=np.nan)
+    return plausible_numbers(parsed, column.headers[0], warnings)
+
+
+def plausible_numbers(values: pd.Series, label: str, warnings: list[str]) -> pd.Series:
+    """Infinite, negative and implausibly large values become missing, each kind counted in a warning."""
+    array = values.to_numpy(dtype="float64", na_value=np.nan)
     for problem, unusable in (("infinite", np.isinf(array)), ("negative", array < 0),
                               ("implausibly large (over 1e18)", np.isfinite(array) & (array > _MAX_PLAUSIBLE))):
         if unusable.any():
-            warnings.append(f"{int(unusable.sum())} {problem} value(s) in column {column.headers[0]!r} were treated as missing")
-            parsed = parsed.mask(unusable)
-    return parsed
+            warnings.append(f"{int(unusable.sum())} {problem} value(s) in column {label!r} were treated as missing")
+            values = values.mask(unusable)
+    return values
 
 
 def _first_line(exc: Exception) -> str:

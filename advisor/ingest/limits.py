@@ -9,7 +9,13 @@ bomb. Metadata JSON files have their own fixed plausibility cap in the readers.
 from __future__ import annotations
 
 import contextvars
+import gzip
 import re
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
 
 from advisor.ingest.model import FileProblem
 
@@ -50,3 +56,42 @@ def _suggest(size: int) -> str:
     if size < 1 << 30:
         return f"{-(-size // (1 << 20))}M"
     return f"{-(-size // (1 << 30))}G"
+
+
+@contextmanager
+def open_binary(path: Path) -> Iterator[BinaryIO]:
+    """Open an input file for reading; a ``.gz`` file is decompressed as it is read, within the limits.
+
+    The decompressed stream may not exceed ``MAX_EXPANSION`` times the compressed size nor the file-size
+    limit; a corrupt or cut-off gzip stream raises FileProblem when the damage is reached.
+    """
+    if path.suffix != ".gz":
+        with path.open("rb") as handle:
+            yield handle
+        return
+    allowed = min(MAX_EXPANSION * max(path.stat().st_size, 1), MAX_FILE_BYTES.get())
+    with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as unpacked:
+        yield _Bounded(unpacked, allowed)  # type: ignore[misc]
+
+
+class _Bounded:
+    """A read-only view of a decompressing stream that stops at ``allowed`` bytes and names gzip damage."""
+
+    def __init__(self, stream: gzip.GzipFile, allowed: int) -> None:
+        self.stream = stream
+        self.allowed = allowed
+        self.produced = 0
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            data = self.stream.read(size if size >= 0 else self.allowed + 1 - self.produced)
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise FileProblem(f"is not a valid gzip file ({exc})") from exc
+        except EOFError as exc:
+            raise FileProblem("is a truncated gzip file (the compressed stream ends early)") from exc
+        self.produced += len(data)
+        if self.produced > self.allowed:
+            raise FileProblem(
+                f"expands past {format_size(self.allowed)} when decompressed (over {MAX_EXPANSION}× its size or the "
+                "--max-file-size limit); it looks like a decompression bomb — decompress it yourself if it is genuine")
+        return data

@@ -71,10 +71,17 @@ class RankData:
     kernels: CsvTable | None = None
     op_statistic: CsvTable | None = None
     communication: CommunicationTables | None = None
+    matrix: pd.DataFrame | None = None  # communication_matrix.json: step, kind, op_type, group, src, dst, transport, size_mb, time_ms
     memory_record: CsvTable | None = None
     operator_memory: CsvTable | None = None
     module_memory: CsvTable | None = None
     trace: TraceTables | None = None
+    export: str = "text"  # "db" when the tables came from ascend_pytorch_profiler_{rank}.db and analysis.db
+    stand_ins: dict[str, Path] = field(default_factory=dict)  # text file name -> the DB file its table came from
+
+    def file(self, name: str) -> Path:
+        """The file the table of the text export file ``name`` was read from."""
+        return self.stand_ins.get(name, self.output_dir / name)
 
 
 @dataclass

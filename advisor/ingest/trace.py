@@ -23,6 +23,7 @@ from typing import Union
 import msgspec
 import pandas as pd
 
+from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
 
 HOST_PROCESSES = ("Python", "Python GC")
@@ -97,7 +98,7 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     rows = _Rows()
     bad = 0
     cut = _Cut()
-    with path.open("rb") as handle:
+    with open_binary(path) as handle:
         try:
             for events, dropped in _blocks(handle, cut):
                 _collect(events, rows)

@@ -25,15 +25,16 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = FIXTURES / "ascend-level1-2ranks"
 SINGLE = FIXTURES / "samples" / "single_rank"
 CLUSTER = FIXTURES / "samples" / "cluster_2ranks"
-BASES = {"real": REAL, "single": SINGLE, "cluster": CLUSTER}
+BASES = {"real": REAL, "single": SINGLE, "cluster": CLUSTER}  # and "db": a DB export written by tests/builders.py
 
 RANK = "localhost_2231054_20251127192733123_ascend_pt"  # the single sample's rank directory
 OUT = f"{RANK}/ASCEND_PROFILER_OUTPUT"
 CSV_FILES = ("step_trace_time.csv", "kernel_details.csv", "op_statistic.csv", "memory_record.csv",
              "operator_memory.csv", "npu_module_mem.csv")
-JSON_FILES = (f"{OUT}/communication.json", f"{OUT}/trace_view.json", f"{RANK}/profiler_info_0.json",
+JSON_FILES = (f"{OUT}/communication.json", f"{OUT}/communication_matrix.json", f"{OUT}/trace_view.json", f"{RANK}/profiler_info_0.json",
               f"{RANK}/profiler_metadata.json", f"{RANK}/PROF_000001_20251127192733456_FKFLNPEPPRGCEGFC/device_0/info.json.0")
 READ_FILES = tuple(f"{OUT}/{name}" for name in CSV_FILES) + JSON_FILES
+EMPTY_WHEN_NULL = ("trace_view.json", "communication.json", "communication_matrix.json")  # nothing usable is left
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 Check = Callable[[str, str, Path], None]  # (stdout, stderr, case directory) -> raises AssertionError
@@ -58,13 +59,24 @@ class Case:
         """Write the case under ``directory`` and return the CLI arguments that run it."""
         profile = directory / "prof"
         if self.base is not None:
-            shutil.copytree(BASES[self.base], profile, symlinks=True, ignore=shutil.ignore_patterns("LICENSE-NOTICE.md"))
+            make_base(self.base, profile)
         else:
             directory.mkdir(parents=True, exist_ok=True)
         self.mutate(profile)
         target = str(directory / self.target) if self.target else ""
         arguments = [a.replace("{dir}", str(directory)) for a in self.args]
         return [*self.command, *([target] if target else []), *arguments]
+
+
+def make_base(base: str, profile: Path) -> None:
+    """Put an intact copy of the bundled profile ``base`` at ``profile`` (the DB export is built, not copied)."""
+    if base == "db":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from builders import RankSpec, build_rank_db
+
+        build_rank_db(profile, RankSpec(compiles_per_step=2, reserved_drops_per_step=1, gc_us=300.0))
+    else:
+        shutil.copytree(BASES[base], profile, symlinks=True, ignore=shutil.ignore_patterns("LICENSE-NOTICE.md"))
 
 
 def skipped(file: str, reason: str) -> str:
@@ -323,9 +335,9 @@ def _json_damage() -> list[Case]:
             Case(f"{name}/deep-nesting", "single", _write(relative, b"[" * 100_000 + b"]" * 100_000), 3,
                  (skipped(relative, "is not (a )?valid JSON|is not a JSON array|holds a JSON list|nest"),), lost),
             Case(f"{name}/nulls-everywhere", "single", _json_edit(relative, _nullify),
-                 3 if name in ("trace_view.json", "communication.json") else 0,
-                 (skipped(relative, "has no process_name metadata|holds no communication op with time info"),)
-                 if name in ("trace_view.json", "communication.json") else (), lost),
+                 3 if name in EMPTY_WHEN_NULL else 0,
+                 (skipped(relative, "has no process_name metadata|holds no communication op with time info|holds no link"),)
+                 if name in EMPTY_WHEN_NULL else (), lost),
             Case(f"{name}/strings-for-numbers", "single", _json_edit(relative, _stringify), 0, (), lost),
         ]
     trace = f"{OUT}/trace_view.json"
@@ -688,9 +700,102 @@ def _hostile() -> list[Case]:
     return cases
 
 
+DB_RANK = "localhost_2231054_20251127192733120_ascend_pt/ASCEND_PROFILER_OUTPUT"
+PROFILER_DB = f"{DB_RANK}/ascend_pytorch_profiler_0.db"
+ANALYSIS_DB = f"{DB_RANK}/analysis.db"
+
+
+def _sql(relative: str, statement: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        import sqlite3
+
+        with sqlite3.connect(root / relative) as db:
+            db.executescript(statement)
+    return mutate
+
+
+def _db_damage() -> list[Case]:
+    """The DB export: files that are not SQLite, cut off, missing tables or with unexpected column contents."""
+    cases = []
+    for relative in (PROFILER_DB, ANALYSIS_DB):
+        name = relative.rsplit("/", 1)[-1]
+        lost = (relative,)
+        cases += [
+            Case(f"db/{name}/zero-bytes", "db", _write(relative, b""), 3, (skipped(relative, "is not an SQLite database"),), lost),
+            Case(f"db/{name}/text", "db", _write(relative, b"SELECT 1;\n"), 3, (skipped(relative, "is not an SQLite database"),),
+                 lost),
+            Case(f"db/{name}/truncated", "db", _truncate(relative, 0.3), 3,
+                 (skipped(relative, "is not a readable SQLite database|has a table that cannot be read"),), lost),
+            Case(f"db/{name}/directory", "db", _replace_with_directory(relative), 3,
+                 (skipped(relative, "is not a regular file"),), lost),
+        ]
+    cases += [
+        Case("db/analysis.db/missing", "db", _remove(ANALYSIS_DB), 0, (), (ANALYSIS_DB,)),
+        Case("db/no-step-trace-table", "db", _sql(ANALYSIS_DB, "DROP TABLE StepTraceTime"), 0, (), (ANALYSIS_DB,)),
+        Case("db/no-task-table", "db", _sql(PROFILER_DB, "DROP TABLE TASK"), 0, (), (PROFILER_DB,)),
+        Case("db/no-string-ids", "db", _sql(PROFILER_DB, "DROP TABLE STRING_IDS"), 0, (), (PROFILER_DB,)),
+        Case("db/step-trace-lacks-columns", "db",
+             _sql(ANALYSIS_DB, "DROP TABLE StepTraceTime; CREATE TABLE StepTraceTime(deviceId INTEGER, step TEXT)"), 3,
+             (skipped(ANALYSIS_DB, "table StepTraceTime lacks the column"),), (ANALYSIS_DB,)),
+        Case("db/text-in-number-columns", "db", _sql(ANALYSIS_DB, "UPDATE StepTraceTime SET computing = 'lots'"), 0,
+             (), (ANALYSIS_DB,)),
+        Case("db/negative-times", "db", _sql(PROFILER_DB, "UPDATE TASK SET endNs = startNs - 5000"), 0,
+             (), (PROFILER_DB,)),
+        Case("db/hostile-names", "db", _sql(PROFILER_DB, "UPDATE STRING_IDS SET value = '<script>alert(1)</script>' "
+                                                         "WHERE value LIKE 'aclnn%' OR value LIKE 'MatMul%'"), 0,
+             (), None, args=("-f", "html"), checks=(_escaped("<script>alert(1)</script>", "html"),)),
+    ]
+    return cases
+
+
+def _gzip_trace(transform: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    """Replace trace_view.json by trace_view.json.gz holding ``transform(gzip of the original)``."""
+    def mutate(root: Path) -> None:
+        import gzip
+
+        plain = root / f"{OUT}/trace_view.json"
+        (root / f"{OUT}/trace_view.json.gz").write_bytes(transform(gzip.compress(plain.read_bytes(), mtime=0)))
+        plain.unlink()
+    return mutate
+
+
+def _bomb(_compressed: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(b"[" + b" " * (64 << 20) + b"]", mtime=0)  # 64 MiB of blanks in ~64 KB: 1000× expansion
+
+
+def _corrupt_middle(data: bytes) -> bytes:
+    middle = len(data) // 2
+    return data[:middle] + bytes(b ^ 0xFF for b in data[middle:middle + 64]) + data[middle + 64:]
+
+
+def _gzip_damage() -> list[Case]:
+    """trace_view.json shipped gzip-compressed: read like the plain file, within the decompression limits."""
+    gz = f"{OUT}/trace_view.json.gz"
+    lost = (gz,)
+    import gzip
+
+    return [
+        Case("gz/valid", "single", _gzip_trace(lambda d: d), 0, (), ()),
+        Case("gz/not-gzip", "single", _gzip_trace(lambda d: b"this is not gzip data at all"), 3,
+             (skipped(gz, r"is not a valid gzip file"),), lost),
+        Case("gz/truncated", "single", _gzip_trace(lambda d: d[: len(d) // 2]), 3,
+             (skipped(gz, r"is a truncated gzip file"),), lost),
+        Case("gz/corrupt-middle", "single", _gzip_trace(_corrupt_middle), 3,
+             (skipped(gz, r"is not a valid gzip file|is not a valid JSON array"),), lost),
+        Case("gz/decompression-bomb", "single", _gzip_trace(_bomb), 3,
+             (skipped(gz, r"expands past .* when decompressed .* decompression bomb"),), lost),
+        Case("gz/empty-content", "single", _gzip_trace(lambda d: gzip.compress(b"", mtime=0)), 3,
+             (skipped(gz, "is empty"),), lost),
+        Case("gz/zero-bytes", "single", _gzip_trace(lambda d: b""), 3, (skipped(gz, "is empty|is not a valid gzip"),), lost),
+    ]
+
+
 def all_cases() -> list[Case]:
     """Every case of the corpus, with unique names."""
-    cases = _file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
+    cases = (_file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
+             + _db_damage() + _gzip_damage())
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases

@@ -1,0 +1,380 @@
+"""Read the DB export (``ascend_pytorch_profiler_{rank}.db`` and ``analysis.db``) into the same tables as the text export.
+
+The DB stores times as integer ns and sizes in bytes, and most text columns as ids into ``STRING_IDS``
+(reference §7). Each reader here turns its tables into the frame the text reader would have built from
+the matching file, with the same canonical column names and units (µs, MB, KB), so the facts cannot
+tell which export they came from:
+
+* kernel_details ← ``TASK`` ⋈ ``COMPUTE_TASK_INFO`` (+ ``TASK_PMU_INFO`` ratios), plus ``COMMUNICATION_OP``
+  as the collective rows; ``Step Id`` from the ``STEP_TIME`` ranges;
+* step_trace_time ← analysis.db ``StepTraceTime``; communication.json ← ``CommAnalyzerTime`` and
+  ``CommAnalyzerBandwidth``;
+* memory_record ← ``MEMORY_RECORD``; operator_memory ← ``OP_MEMORY``; npu_module_mem ← ``NPU_MODULE_MEM``;
+* profiler_metadata.json ← ``META_DATA``;
+* trace_view.json ← ``PYTORCH_API`` and ``GC_RECORD`` (host), ``CANN_API`` (runtime calls), ``TASK`` (device),
+  ``OVERLAP_ANALYSIS`` (lanes, newer CANN) and the ``connectionId`` shared by a launch and its task.
+
+A missing table leaves its table unset (reported like a missing file); a file that is not SQLite, or a
+table with the wrong columns, is skipped with the reason. Numbers get the CSV reader's checks (negative,
+infinite, implausibly large → missing, with a warning). Table and column names follow the reference;
+``OVERLAP_ANALYSIS`` is only named there, so its columns (``type``, ``startNs``, ``endNs``) are assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from advisor.ingest.communication import TRANSPORTS
+from advisor.ingest.csvtable import plausible_numbers
+from advisor.ingest.model import CommunicationTables, CsvTable, FileProblem
+from advisor.ingest.trace import API_EVENTS, FRAMEWORK_OPS, HOST_EVENTS, OVERLAP_LANES, TraceTables
+
+PROFILER_DB_GLOB = "ascend_pytorch_profiler*.db"
+ANALYSIS_DB = "analysis.db"
+_MB = 1024.0 * 1024.0
+_OVERLAP_TYPES = {0: "Computing", 1: "Communication", 2: "Communication(Not Overlapped)", 3: "Free"}
+
+
+def profiler_db(output_dir: Path) -> Path | None:
+    """The rank's ``ascend_pytorch_profiler_{rank}.db`` in ``output_dir``, if the DB export is there."""
+    found = sorted(output_dir.glob(PROFILER_DB_GLOB))
+    return found[0] if found else None
+
+
+@contextmanager
+def open_db(path: Path) -> Iterator[sqlite3.Connection]:
+    """Open a profiler DB read-only; FileProblem when it is not an SQLite database."""
+    with path.open("rb") as handle:
+        if handle.read(16) != b"SQLite format 3\x00":
+            raise FileProblem("is not an SQLite database")
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        raise FileProblem(f"cannot be opened as SQLite ({exc})") from exc
+    with closing(connection):
+        yield connection
+
+
+class DbTables:
+    """Queries over one open DB, with interned strings resolved; every error becomes a FileProblem."""
+
+    def __init__(self, connection: sqlite3.Connection, warnings: list[str]) -> None:
+        self.connection = connection
+        self.warnings = warnings  # row-level problems, reported against the DB file
+        try:
+            self.names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise FileProblem(f"is not a readable SQLite database ({exc})") from exc
+        self._strings: dict[int, str] | None = None
+
+    def has(self, table: str) -> bool:
+        return table in self.names
+
+    def frame(self, query: str) -> pd.DataFrame:
+        try:
+            return pd.read_sql_query(query, self.connection)
+        except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+            raise FileProblem(f"has a table that cannot be read ({_first_line(exc)})") from exc
+
+    def columns(self, table: str) -> list[str]:
+        return [row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")]
+
+    def text(self, values: pd.Series) -> pd.Series:
+        """STRING_IDS ids → text (values already text are kept; unknown ids become missing)."""
+        if self._strings is None:
+            self._strings = dict(self.frame("SELECT id, value FROM STRING_IDS").itertuples(index=False)) \
+                if self.has("STRING_IDS") else {}
+        strings = self._strings
+
+        def resolve(value: object) -> object:
+            if isinstance(value, (int, np.integer)):
+                return strings.get(int(value))
+            if isinstance(value, (float, np.floating)):  # an id column holding NULLs is read as floats
+                return strings.get(int(value)) if math.isfinite(value) and float(value).is_integer() else None
+            return value
+
+        return values.astype(object).map(resolve)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _us(ns: pd.Series) -> pd.Series:
+    """Integer ns → float µs without the 256 ns rounding of converting today's epoch ns to float first."""
+    values = pd.to_numeric(ns, errors="coerce")
+    if values.dtype.kind != "i":  # NULLs or REALs: no integer ns to keep exact
+        return values.astype("float64") / 1000.0
+    whole = values.astype("int64")
+    return (whole // 1000).astype("float64") + (whole % 1000).astype("float64") / 1000.0
+
+
+def _table(db: DbTables, path: Path, frame: pd.DataFrame, text: tuple[str, ...] = ()) -> CsvTable:
+    """A CsvTable like the CSV reader's: ``text`` columns through Arrow strings, numbers checked as it does."""
+    frame = frame.reset_index(drop=True)
+    for column in frame.columns:
+        if column in text:
+            values = frame[column].astype(object)
+            frame[column] = pa.array(values.where(values.notna(), None).tolist(), type=pa.string()).to_pandas()
+        else:
+            numbers = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+            bad = int((numbers.isna() & frame[column].notna()).sum())
+            if bad:
+                db.warnings.append(f"{bad} non-numeric value(s) in column {column!r} were treated as missing")
+            frame[column] = plausible_numbers(numbers, column, db.warnings)
+    return CsvTable(path=path, frame=frame, header=list(frame.columns))
+
+
+# --- the profiler DB ------------------------------------------------------------------------------------
+
+def read_metadata(db: DbTables, path: Path) -> dict[str, Any] | None:
+    if not db.has("META_DATA"):
+        return None
+    metadata: dict[str, Any] = {}
+    for name, value in db.frame("SELECT name, value FROM META_DATA").itertuples(index=False):
+        try:
+            metadata[str(name)] = json.loads(value) if isinstance(value, str) else value
+        except ValueError:
+            metadata[str(name)] = value
+    return metadata
+
+
+def step_ranges(db: DbTables) -> pd.DataFrame:
+    if not db.has("STEP_TIME"):
+        return pd.DataFrame(columns=["id", "startNs", "endNs"])
+    return db.frame("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+
+
+def _step_of(starts_ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
+    """The STEP_TIME id whose [start, end] holds each start, as text like kernel_details' Step Id."""
+    out = pd.Series(None, index=starts_ns.index, dtype=object)
+    for step_id, begin, end in steps.itertuples(index=False):
+        inside = out.isna() & (starts_ns >= begin) & (starts_ns <= end)
+        out[inside] = str(int(step_id))
+    return out
+
+
+def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
+    if not db.has("TASK") or not db.has("COMPUTE_TASK_INFO"):
+        return None
+    info_columns = db.columns("COMPUTE_TASK_INFO")
+    block = "blockNum" if "blockNum" in info_columns else "blockDim"
+    tasks = db.frame(
+        f"SELECT t.startNs, t.endNs, t.deviceId, t.globalTaskId, c.name, c.opType, c.taskType, c.{block} AS block, "
+        "c.inputShapes, c.inputDataTypes FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
+    )
+    frame = pd.DataFrame({
+        "start_ns": tasks["startNs"], "device_id": tasks["deviceId"].astype("float64"),
+        "name": db.text(tasks["name"]), "type": db.text(tasks["opType"]),
+        "accelerator_core": db.text(tasks["taskType"]), "duration_us": _us(tasks["endNs"] - tasks["startNs"]),
+        "start_us": _us(tasks["startNs"]), "input_shapes": db.text(tasks["inputShapes"]),
+        "input_dtypes": db.text(tasks["inputDataTypes"]), "block_dim": tasks["block"].astype("float64"),
+    })
+    if db.has("TASK_PMU_INFO"):
+        pmu = db.frame("SELECT globalTaskId, name, value FROM TASK_PMU_INFO")
+        if not pmu.empty:
+            pmu["name"] = db.text(pmu["name"])
+            ratios = pmu.pivot_table(index="globalTaskId", columns="name", values="value", aggfunc="first")
+            ratios = ratios.reindex(tasks["globalTaskId"]).reset_index(drop=True)
+            for column in ratios.columns:
+                if str(column).endswith("_ratio"):
+                    frame[str(column)] = ratios[column].astype("float64").to_numpy()
+    if db.has("COMMUNICATION_OP"):
+        ops = db.frame("SELECT opName, startNs, endNs, opType, deviceId FROM COMMUNICATION_OP")
+        frame = pd.concat([frame, pd.DataFrame({
+            "start_ns": ops["startNs"], "device_id": ops["deviceId"].astype("float64"), "name": db.text(ops["opName"]),
+            "type": db.text(ops["opType"]), "accelerator_core": "COMMUNICATION",
+            "duration_us": _us(ops["endNs"] - ops["startNs"]), "start_us": _us(ops["startNs"]),
+        })], ignore_index=True)
+    frame = frame.sort_values("start_ns", kind="stable")
+    steps = step_ranges(db)
+    frame.insert(0, "step", _step_of(frame["start_ns"], steps) if not steps.empty else None)
+    return _table(db, path, frame.drop(columns="start_ns"),
+                  ("step", "name", "type", "accelerator_core", "input_shapes", "input_dtypes"))
+
+
+def read_memory_record(db: DbTables, path: Path) -> CsvTable | None:
+    if not db.has("MEMORY_RECORD"):
+        return None
+    rows = db.frame("SELECT component, timestamp, totalAllocated, totalReserved, totalActive FROM MEMORY_RECORD")
+    return _table(db, path, pd.DataFrame({
+        "component": db.text(rows["component"]), "timestamp_us": _us(rows["timestamp"]),
+        "allocated_mb": rows["totalAllocated"] / _MB, "reserved_mb": rows["totalReserved"] / _MB,
+        "active_mb": rows["totalActive"] / _MB,
+    }), ("component",))
+
+
+def read_operator_memory(db: DbTables, path: Path) -> CsvTable | None:
+    if not db.has("OP_MEMORY"):
+        return None
+    rows = db.frame("SELECT name, size, allocationTime FROM OP_MEMORY")
+    return _table(db, path, pd.DataFrame({
+        "name": db.text(rows["name"]), "size_kb": rows["size"] / 1024.0, "allocation_us": _us(rows["allocationTime"]),
+    }), ("name",))
+
+
+def read_module_memory(db: DbTables, path: Path) -> CsvTable | None:
+    if not db.has("NPU_MODULE_MEM"):
+        return None
+    rows = db.frame("SELECT moduleId, totalReserved FROM NPU_MODULE_MEM")
+    modules = dict(db.frame("SELECT id, name FROM ENUM_MODULE").itertuples(index=False)) if db.has("ENUM_MODULE") else {}
+    return _table(db, path, pd.DataFrame({
+        "component": rows["moduleId"].map(lambda m: modules.get(m, str(m))), "reserved_mb": rows["totalReserved"] / _MB,
+    }), ("component",))
+
+
+def read_trace_tables(db: DbTables) -> TraceTables | None:
+    """The trace_view tables the facts use, from the DB's host, runtime and device tables."""
+    if not db.has("TASK"):
+        return None
+    host = _host_events(db)
+    apis = _events(db, "CANN_API", lambda n: API_EVENTS.match(n) is not None)
+    device = db.frame("SELECT t.startNs, t.endNs, t.streamId, t.taskType, c.name FROM TASK t "
+                      "LEFT JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId") \
+        if db.has("COMPUTE_TASK_INFO") else db.frame("SELECT startNs, endNs, streamId, taskType, NULL AS name FROM TASK")
+    task_type = db.text(device["taskType"])
+    device_table = pd.DataFrame({
+        "stream": device["streamId"], "name": db.text(device["name"]).fillna(task_type), "task_type": task_type,
+        "ts": _us(device["startNs"]), "dur": _us(device["endNs"] - device["startNs"]),
+    }).sort_values("ts", kind="stable").reset_index(drop=True)
+    return TraceTables(host=_timed(db, host), apis=_timed(db, apis), device=_timed(db, device_table),
+                       overlap=_timed(db, _overlap(db)), launches=_launches(db))
+
+
+def _timed(db: DbTables, events: pd.DataFrame) -> pd.DataFrame:
+    """The events with a usable start and a non-negative duration, as the trace_view reader keeps them."""
+    usable = events["ts"].notna() & events["dur"].notna() & (events["dur"] >= 0)
+    if not usable.all():
+        db.warnings.append(f"{int((~usable).sum())} event(s) without a usable ts/dur were ignored")
+    return events.loc[usable].reset_index(drop=True)
+
+
+def _events(db: DbTables, table: str, keep: Callable[[str], bool]) -> pd.DataFrame:
+    columns = ["name", "tid", "ts", "dur"]
+    if not db.has(table):
+        return pd.DataFrame(columns=columns)
+    rows = db.frame(f"SELECT name, globalTid, startNs, endNs FROM {table}")
+    names = db.text(rows["name"]).fillna("")
+    mask = names.map(keep).astype(bool)
+    return pd.DataFrame({"name": names[mask], "tid": rows["globalTid"][mask], "ts": _us(rows["startNs"][mask]),
+                         "dur": _us(rows["endNs"][mask] - rows["startNs"][mask])}).reset_index(drop=True)
+
+
+def _host_events(db: DbTables) -> pd.DataFrame:
+    ops = _events(db, "PYTORCH_API", lambda n: HOST_EVENTS.search(n) is not None or FRAMEWORK_OPS.match(n) is not None)
+    ops.insert(1, "cat", "")
+    if db.has("GC_RECORD"):
+        gc = db.frame("SELECT globalTid, startNs, endNs FROM GC_RECORD")
+        ops = pd.concat([ops, pd.DataFrame({"name": "GC", "cat": "GC", "tid": gc["globalTid"], "ts": _us(gc["startNs"]),
+                                            "dur": _us(gc["endNs"] - gc["startNs"])})], ignore_index=True)
+    return ops
+
+
+def _overlap(db: DbTables) -> pd.DataFrame:
+    if not db.has("OVERLAP_ANALYSIS"):
+        return pd.DataFrame(columns=["lane", "ts", "dur"])
+    rows = db.frame("SELECT type, startNs, endNs FROM OVERLAP_ANALYSIS")
+    lanes = rows["type"].map(_OVERLAP_TYPES)
+    keep = lanes.isin(OVERLAP_LANES)
+    return pd.DataFrame({"lane": lanes[keep], "ts": _us(rows["startNs"][keep]),
+                         "dur": _us(rows["endNs"][keep] - rows["startNs"][keep])}).reset_index(drop=True)
+
+
+def _launches(db: DbTables) -> pd.DataFrame:
+    if not db.has("CANN_API"):
+        return pd.DataFrame(columns=["launch_ts", "device_ts"])
+    paired = db.frame("SELECT a.startNs AS launch, t.startNs AS device FROM CANN_API a JOIN TASK t "
+                      "ON a.connectionId = t.connectionId WHERE a.connectionId IS NOT NULL ORDER BY a.startNs, t.startNs")
+    return pd.DataFrame({"launch_ts": _us(paired["launch"]), "device_ts": _us(paired["device"])})
+
+
+# --- analysis.db ----------------------------------------------------------------------------------------
+
+_STEP_COLUMNS = {"deviceId": "device_id", "step": "step", "computing": "computing_us",
+                 "communication_not_overlapped": "comm_not_overlapped_us", "overlapped": "overlapped_us",
+                 "communication": "communication_us", "free": "free_us", "stage": "stage_us", "bubble": "bubble_us",
+                 "preparing": "preparing_us"}
+
+
+def read_step_trace(db: DbTables, path: Path) -> CsvTable | None:
+    if not db.has("StepTraceTime"):
+        return None
+    present = [c for c in _STEP_COLUMNS if c in db.columns("StepTraceTime")]
+    missing = {"computing", "communication_not_overlapped", "free"} - set(present)
+    if missing:
+        raise FileProblem(f"table StepTraceTime lacks the column(s) {', '.join(sorted(missing))}")
+    rows = db.frame(f"SELECT {', '.join(present)} FROM StepTraceTime").rename(columns=_STEP_COLUMNS)
+    if "step" in rows:
+        rows["step"] = rows["step"].map(lambda s: None if s is None or s == "" else str(s).removeprefix("step"))
+    return _table(db, path, rows, ("step",))
+
+
+def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables | None:
+    if not db.has("CommAnalyzerTime"):
+        return None
+    times = db.frame("SELECT hccl_op_name, group_name, elapse_time, transit_time, wait_time, synchronization_time, "
+                     "idle_time, step, type FROM CommAnalyzerTime")
+    key = ["step", "kind", "op_name", "group"]
+    ops = pd.DataFrame({
+        "step": times["step"].map(_step_number), "kind": times["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
+        "op_name": times["hccl_op_name"].astype(str), "group": times["group_name"].astype(str),
+        "elapse_ms": times["elapse_time"], "transit_ms": times["transit_time"], "wait_ms": times["wait_time"],
+        "synchronization_ms": times["synchronization_time"], "idle_ms": times["idle_time"],
+    })
+    unusable = ops["elapse_ms"].isna() | (ops["elapse_ms"] < 0)
+    if unusable.any():
+        warnings.append(f"{int(unusable.sum())} communication op(s) without usable time info were ignored")
+    ops = ops.loc[~unusable].reset_index(drop=True)
+    if ops.empty:
+        raise FileProblem("holds no communication op with time info")
+    traffic = pd.DataFrame(columns=[*key, "transport", "size_mb", "time_ms"])
+    if db.has("CommAnalyzerBandwidth"):
+        bandwidth = db.frame("SELECT hccl_op_name, group_name, transport_type, transit_size, transit_time, step, type "
+                             "FROM CommAnalyzerBandwidth")
+        traffic = pd.DataFrame({
+            "step": bandwidth["step"].map(_step_number),
+            "kind": bandwidth["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
+            "op_name": bandwidth["hccl_op_name"].astype(str), "group": bandwidth["group_name"].astype(str),
+            "transport": bandwidth["transport_type"].astype(str), "size_mb": bandwidth["transit_size"].astype("float64"),
+            "time_ms": bandwidth["transit_time"].astype("float64"),
+        })
+        traffic = traffic.loc[traffic["transport"].isin(TRANSPORTS)
+                              & ((traffic["size_mb"] > 0) | (traffic["time_ms"] > 0))].reset_index(drop=True)
+    return CommunicationTables(ops, traffic)
+
+
+def read_matrix(db: DbTables) -> pd.DataFrame | None:
+    """CommAnalyzerMatrix as communication_matrix.json's rows (only the ``-total`` rows when there are any)."""
+    if not db.has("CommAnalyzerMatrix"):
+        return None
+    rows = db.frame("SELECT hccl_op_name, group_name, src_rank, dst_rank, transport_type, transit_size, transit_time, "
+                    "step, type FROM CommAnalyzerMatrix")
+    names = rows["hccl_op_name"].astype(str)
+    totals = names.str.endswith("-total")
+    if totals.any():
+        rows, names = rows.loc[totals], names[totals].str.removesuffix("-total")
+    matrix = pd.DataFrame({
+        "step": rows["step"].map(_step_number), "kind": rows["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
+        "op_type": names, "group": rows["group_name"].astype(str),
+        "src": pd.to_numeric(rows["src_rank"], errors="coerce"), "dst": pd.to_numeric(rows["dst_rank"], errors="coerce"),
+        "transport": rows["transport_type"].astype(str),
+        "size_mb": pd.to_numeric(rows["transit_size"], errors="coerce"),
+        "time_ms": pd.to_numeric(rows["transit_time"], errors="coerce"),
+    }).dropna(subset=["src", "dst", "size_mb", "time_ms"])
+    matrix = matrix.loc[(matrix["size_mb"] >= 0) & (matrix["time_ms"] >= 0)]
+    return matrix.astype({"src": "int64", "dst": "int64"}).reset_index(drop=True) if not matrix.empty else None
+
+
+def _step_number(value: object) -> int | None:
+    text = str(value).removeprefix("step") if value is not None else ""
+    return int(text) if text.isdigit() else None
