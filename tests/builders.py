@@ -558,3 +558,56 @@ def build_rank_db(parent: Path, spec: RankSpec) -> Path:
     analysis.commit()
     analysis.close()
     return rank_dir
+
+
+@dataclass
+class GpuKernel:
+    """One GPU activity of a Kineto trace and the runtime call that launched it (times in µs)."""
+
+    name: str
+    stream: int
+    ts: float
+    dur: float
+    launch_ts: float
+    category: str = "kernel"
+
+
+def write_kineto_trace(path: Path, kernels: list[GpuKernel], *, rank: int | None = 0, ns: bool = False,
+                       old_categories: bool = False, hip: bool = False, steps: int = 1) -> Path:
+    """A PyTorch profiler trace as Kineto writes it: kernels with their launches (linked by correlation),
+    ProfilerStep windows covering them, and [memory] instants. ``ns`` writes ns with displayTimeUnit "ns";
+    ``old_categories`` the capitalised categories of old exporters; ``hip`` ROCm runtime names; a ``.gz``
+    suffix compresses the file.
+    """
+    import gzip
+
+    scale = 1000.0 if ns else 1.0
+    kernel_cat, runtime_cat, op_cat = ("Kernel", "Runtime", "Operator") if old_categories else ("kernel", "cuda_runtime", "cpu_op")
+    launch_name = "hipLaunchKernel" if hip else "cudaLaunchKernel"
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+    ]
+    first = min(k.launch_ts for k in kernels) - 10.0
+    last = max(k.ts + k.dur for k in kernels) + 10.0
+    width = (last - first) / steps
+    for step in range(steps):
+        events.append({"ph": "X", "cat": op_cat, "name": f"ProfilerStep#{step + 1}", "pid": 1, "tid": 1,
+                       "ts": (first + step * width) * scale, "dur": width * scale})
+    for correlation, kernel in enumerate(kernels, start=1):
+        category = kernel.category if not old_categories else {"kernel": "Kernel", "gpu_memcpy": "Memcpy"}.get(
+            kernel.category, kernel.category)
+        events.append({"ph": "X", "cat": runtime_cat, "name": launch_name, "pid": 1, "tid": 1,
+                       "ts": kernel.launch_ts * scale, "dur": 5.0 * scale, "args": {"correlation": correlation}})
+        events.append({"ph": "X", "cat": category if category != "kernel" else kernel_cat, "name": kernel.name,
+                       "pid": 0, "tid": kernel.stream, "ts": kernel.ts * scale, "dur": kernel.dur * scale,
+                       "args": {"stream": kernel.stream, "device": 0, "correlation": correlation}})
+        events.append({"ph": "f", "cat": "ac2g", "id": correlation, "pid": 0, "tid": kernel.stream,
+                       "ts": kernel.ts * scale, "bp": "e"})
+    events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
+                   "ts": first * scale, "args": {"Total Allocated": 3 << 30, "Total Reserved": 4 << 30, "Bytes": 1024}})
+    document = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "traceEvents": events,
+                **({"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2}} if rank is not None else {}),
+                **({"displayTimeUnit": "ns"} if ns else {"displayTimeUnit": "ms"})}
+    data = json.dumps(document).encode()
+    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
+    return path

@@ -1,0 +1,92 @@
+"""GPU time analyses over a Kineto trace's tables, with Holistic Trace Analysis' definitions (pure functions).
+
+* temporal breakdown: over the kernel span (first GPU activity start to last end), idle = span − |∪ all GPU
+  intervals|, compute = |∪ compute kernels|, non-compute = span − compute − idle;
+* communication–computation overlap = |∪ compute ∩ ∪ communication| / |∪ communication|;
+* idle per stream, split by the gap before each kernel: host wait (the kernel was launched only after the
+  stream had drained), kernel wait (a gap under 30 µs between back-to-back kernels) or other.
+
+Unlike HTA, timestamps are not rounded to whole µs and the last ProfilerStep is kept, so figures can differ
+from HTA's by those edges; a test compares both when HTA is installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+CONSECUTIVE_KERNEL_DELAY_US = 30.0
+
+
+def merged(intervals: pd.DataFrame) -> np.ndarray:
+    """The union of [ts, ts + dur) intervals as a sorted (n, 2) array of disjoint [start, end)."""
+    if intervals.empty:
+        return np.empty((0, 2))
+    spans = np.column_stack([intervals["ts"].to_numpy(float), (intervals["ts"] + intervals["dur"]).to_numpy(float)])
+    spans = spans[np.argsort(spans[:, 0], kind="stable")]
+    ends = np.maximum.accumulate(spans[:, 1])
+    starts_new = np.concatenate([[True], spans[1:, 0] > ends[:-1]])
+    groups = np.cumsum(starts_new) - 1
+    out = np.empty((groups[-1] + 1, 2))
+    out[:, 0] = spans[starts_new, 0]
+    out[:, 1] = pd.Series(spans[:, 1]).groupby(groups).max().to_numpy()
+    return out
+
+
+def length(spans: np.ndarray) -> float:
+    return float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
+
+
+def intersection(a: np.ndarray, b: np.ndarray) -> float:
+    """Total length of the intersection of two disjoint sorted interval sets."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        low, high = max(a[i, 0], b[j, 0]), min(a[i, 1], b[j, 1])
+        if high > low:
+            total += high - low
+        if a[i, 1] < b[j, 1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def temporal_breakdown(gpu: pd.DataFrame) -> dict[str, float]:
+    """HTA's temporal breakdown in µs and as shares of the kernel span."""
+    everything = merged(gpu)
+    if not len(everything):
+        return {"span_us": 0.0, "idle_us": 0.0, "compute_us": 0.0, "non_compute_us": 0.0,
+                "idle_ratio": 0.0, "compute_ratio": 0.0, "non_compute_ratio": 0.0}
+    span = float(everything[-1, 1] - everything[0, 0])
+    idle = span - length(everything)
+    compute = length(merged(gpu.loc[gpu["kind"] == "compute"]))
+    non_compute = span - compute - idle
+    share = (lambda v: v / span) if span > 0 else (lambda v: 0.0)
+    return {"span_us": span, "idle_us": idle, "compute_us": compute, "non_compute_us": non_compute,
+            "idle_ratio": share(idle), "compute_ratio": share(compute), "non_compute_ratio": share(non_compute)}
+
+
+def comm_comp_overlap(gpu: pd.DataFrame) -> float | None:
+    """Share of communication time during which compute kernels run (None without communication)."""
+    communication = merged(gpu.loc[gpu["kind"] == "communication"])
+    total = length(communication)
+    if total <= 0:
+        return None
+    return intersection(merged(gpu.loc[gpu["kind"] == "compute"]), communication) / total
+
+
+def idle_breakdown(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
+    """Per stream: idle µs before kernels split into host_wait, kernel_wait and other (HTA's rules)."""
+    kernels = gpu.loc[gpu["stream"].notna()].sort_values(["stream", "ts"], kind="stable")
+    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    rows = []
+    for stream, tasks in kernels.groupby("stream", sort=True):
+        previous_end = (tasks["ts"] + tasks["dur"]).shift()
+        gap = (tasks["ts"] - previous_end).iloc[1:].clip(lower=0)
+        launched = tasks["correlation"].map(launches).iloc[1:]
+        host_wait = launched > previous_end.iloc[1:]
+        kernel_wait = ~host_wait & (gap < CONSECUTIVE_KERNEL_DELAY_US)
+        rows.append({"stream": int(stream), "host_wait_us": float(gap[host_wait].sum()),
+                     "kernel_wait_us": float(gap[kernel_wait].sum()),
+                     "other_us": float(gap[~host_wait & ~kernel_wait].sum())})
+    return pd.DataFrame(rows, columns=["stream", "host_wait_us", "kernel_wait_us", "other_us"])

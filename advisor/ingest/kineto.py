@@ -1,0 +1,146 @@
+"""Read a PyTorch profiler (Kineto) trace, ``*.pt.trace.json`` or ``.json.gz``, into columnar tables.
+
+The file is a JSON object whose ``traceEvents`` array holds Chrome-trace events. Kept, each as a small
+table: GPU activity (kernels, memcpy/memset; classified compute / communication / memory by name as
+Holistic Trace Analysis does), runtime calls (``cuda*``/``hip*`` launches and synchronisations, with the
+``correlation`` id that links a launch to its kernel), CPU ops (``ProfilerStep#N``, data loading, the
+optimizer step, ``aten::`` ops) and the ``[memory]`` instants (allocated / reserved after each event).
+The rank comes from ``distributedInfo.rank``. Timestamps are µs; a trace that declares
+``displayTimeUnit: "ns"`` is taken to hold ns and is scaled to µs. Old exporters' capitalised categories
+(``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``) are accepted. Events are decoded by msgspec into structs
+holding only these fields; a ``.gz`` trace is decompressed within the limits of ``ingest.limits``.
+
+This reader is the first part of GPU support (issue #7); the GPU facts are in ``facts/gpu.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import msgspec
+import pandas as pd
+
+from advisor.ingest.limits import open_binary
+from advisor.ingest.model import FileProblem
+
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
+RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
+CPU_CATEGORIES = {"cpu_op", "operator", "user_annotation"}
+COMMUNICATION_KERNEL = re.compile(r"^(nccl|rccl)|ncclKernel|ncclDevKernel", re.IGNORECASE)
+MEMORY_KERNEL = re.compile(r"^(hip)?(Memcpy|Memset)|^dma", re.IGNORECASE)
+CPU_EVENTS = re.compile(r"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^aten::", re.IGNORECASE)
+
+
+class _Args(msgspec.Struct):
+    stream: Union[int, None] = None
+    correlation: Union[int, None] = None
+    device: Union[int, None] = None
+    allocated: Union[float, None] = msgspec.field(default=None, name="Total Allocated")
+    reserved: Union[float, None] = msgspec.field(default=None, name="Total Reserved")
+
+
+class _Event(msgspec.Struct):
+    ph: Union[str, None] = None
+    name: Union[str, None] = None
+    cat: Union[str, None] = None
+    ts: Union[float, None] = None
+    dur: Union[float, None] = None
+    tid: Union[int, str, None] = None
+    args: Union[_Args, None] = None
+
+
+class _Distributed(msgspec.Struct):
+    rank: Union[int, None] = None
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: list[msgspec.Raw] = msgspec.field(default_factory=list)  # noqa: N815 (the file's key)
+    distributedInfo: Union[_Distributed, None] = None  # noqa: N815
+    displayTimeUnit: Union[str, None] = None  # noqa: N815
+
+
+_DOCUMENT = msgspec.json.Decoder(_Trace, strict=False)
+_EVENT = msgspec.json.Decoder(_Event, strict=False)
+
+
+@dataclass
+class KinetoTrace:
+    """The tables of one rank's trace (times in µs)."""
+
+    path: Path
+    rank: int | None
+    gpu: pd.DataFrame  # name, kind (compute|communication|memory), stream, device, correlation, ts, dur
+    runtime: pd.DataFrame  # name, correlation, tid, ts, dur
+    cpu: pd.DataFrame  # name, tid, ts, dur
+    memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
+    warnings: list[str] = field(default_factory=list)
+
+
+def is_kineto_trace(path: Path) -> bool:
+    """Whether ``path`` is named like a PyTorch profiler trace (``*.json`` or ``*.json.gz``)."""
+    name = path.name.lower()
+    return path.is_file() and (name.endswith(".json") or name.endswith(".json.gz"))
+
+
+def read_kineto(path: Path) -> KinetoTrace:
+    """Decode one trace; FileProblem when it is not a Kineto trace object."""
+    with open_binary(path) as handle:
+        data = handle.read()
+    if not data.strip():
+        raise FileProblem("is empty")
+    try:
+        document = _DOCUMENT.decode(data)
+    except RecursionError as exc:
+        raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise FileProblem(f"is not a PyTorch profiler trace ({exc})") from exc
+    if not document.traceEvents:
+        raise FileProblem("has no traceEvents; it is not a PyTorch profiler trace")
+    scale = 1e-3 if (document.displayTimeUnit or "").lower() == "ns" else 1.0
+    gpu, runtime, cpu, memory, bad = [], [], [], [], 0
+    for raw in document.traceEvents:
+        try:
+            event = _EVENT.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            bad += 1
+            continue
+        category = (event.cat or "").lower()
+        args = event.args or _Args()
+        if event.ph == "i" and event.name == "[memory]" and event.ts is not None:
+            memory.append((event.ts * scale, _mb(args.allocated), _mb(args.reserved)))
+            continue
+        if event.ph != "X" or event.ts is None or event.dur is None or event.dur < 0:
+            continue
+        ts, dur, name = event.ts * scale, event.dur * scale, event.name or ""
+        if category in GPU_CATEGORIES:
+            gpu.append((name, _kind(name, category), args.stream, args.device, args.correlation, ts, dur))
+        elif category in RUNTIME_CATEGORIES:
+            runtime.append((name, args.correlation, event.tid, ts, dur))
+        elif category in CPU_CATEGORIES and CPU_EVENTS.search(name):
+            cpu.append((name, event.tid, ts, dur))
+    rank = document.distributedInfo.rank if document.distributedInfo is not None else None
+    trace = KinetoTrace(
+        path=path, rank=rank,
+        gpu=pd.DataFrame(gpu, columns=["name", "kind", "stream", "device", "correlation", "ts", "dur"]),
+        runtime=pd.DataFrame(runtime, columns=["name", "correlation", "tid", "ts", "dur"]),
+        cpu=pd.DataFrame(cpu, columns=["name", "tid", "ts", "dur"]),
+        memory=pd.DataFrame(memory, columns=["ts", "allocated_mb", "reserved_mb"]),
+    )
+    if bad:
+        trace.warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")
+    return trace
+
+
+def _kind(name: str, category: str) -> str:
+    if COMMUNICATION_KERNEL.search(name):
+        return "communication"
+    if category != "kernel" or MEMORY_KERNEL.search(name):
+        return "memory"
+    return "compute"
+
+
+def _mb(value: float | None) -> float | None:
+    return None if value is None else value / (1024.0 * 1024.0)

@@ -1,0 +1,71 @@
+"""The PyTorch profiler (Kineto) reader and the GPU time analyses with HTA's definitions (issue #7, first part)."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+from builders import GpuKernel, write_kineto_trace
+
+from advisor.facts.gpu import comm_comp_overlap, idle_breakdown, temporal_breakdown
+from advisor.ingest.kineto import read_kineto
+from advisor.ingest.model import FileProblem
+
+# stream 7: A [0,100) compute, B [150,250) launched after A ended (host wait 50), E [260,280) launched early
+# (kernel wait 10), F [330,350) launched early (other 50); stream 20: an NCCL kernel [200,400); a memcpy [450,470)
+KERNELS = [
+    GpuKernel("ampere_sgemm_128x64_nn", 7, 0.0, 100.0, -20.0),
+    GpuKernel("void at::native::vectorized_elementwise_kernel<4>", 7, 150.0, 100.0, 120.0),
+    GpuKernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", 20, 200.0, 200.0, 130.0),
+    GpuKernel("void at::native::reduce_kernel<512, 1>", 7, 260.0, 20.0, 140.0),
+    GpuKernel("softmax_warp_forward", 7, 330.0, 20.0, 145.0),
+    GpuKernel("Memcpy DtoH (Device -> Pinned)", 21, 450.0, 20.0, 440.0, category="gpu_memcpy"),
+]
+
+
+def test_temporal_breakdown_overlap_and_idle_follow_hta(tmp_path):
+    trace = read_kineto(write_kineto_trace(tmp_path / "rank0.pt.trace.json", KERNELS))
+    assert trace.rank == 0 and list(trace.gpu["kind"]) == ["compute", "compute", "communication", "compute", "compute",
+                                                            "memory"]
+    breakdown = temporal_breakdown(trace.gpu)
+    # span 0..470; union of all = [0,100) ∪ [150,400) ∪ [450,470) = 370 → idle 100; compute = 100+100+20+20 = 240
+    assert breakdown["span_us"] == 470 and breakdown["idle_us"] == 100 and breakdown["compute_us"] == 240
+    assert breakdown["non_compute_us"] == 130
+    assert breakdown["idle_ratio"] + breakdown["compute_ratio"] + breakdown["non_compute_ratio"] == pytest.approx(1)
+    # communication [200,400) overlaps compute [200,250) ∪ [260,280) ∪ [330,350) = 90 µs of 200
+    assert comm_comp_overlap(trace.gpu) == pytest.approx(0.45)
+    idle = idle_breakdown(trace.gpu, trace.runtime).set_index("stream")
+    assert idle.loc[7].to_dict() == {"host_wait_us": 50.0, "kernel_wait_us": 10.0, "other_us": 50.0}
+    assert trace.memory.iloc[0].to_dict() == {"ts": -30.0, "allocated_mb": 3072.0, "reserved_mb": 4096.0}
+
+
+@pytest.mark.parametrize("variant", [{"ns": True}, {"old_categories": True}, {"hip": True}, {"gz": True}])
+def test_format_variants_give_the_same_tables(tmp_path, variant):
+    plain = read_kineto(write_kineto_trace(tmp_path / "a.pt.trace.json", KERNELS, rank=3))
+    name = "b.pt.trace.json.gz" if variant.pop("gz", False) else "b.pt.trace.json"
+    other = read_kineto(write_kineto_trace(tmp_path / name, KERNELS, rank=3, **variant))
+    assert other.rank == 3
+    for table in ("gpu", "cpu", "memory"):
+        assert getattr(other, table).equals(getattr(plain, table)), table
+    assert list(other.runtime["correlation"]) == list(plain.runtime["correlation"])
+    assert temporal_breakdown(other.gpu) == temporal_breakdown(plain.gpu)
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"", "is empty"),
+    (b"[1, 2]", "is not a PyTorch profiler trace"),
+    (b'{"traceEvents": []}', "has no traceEvents"),
+    (b'{"traceEvents": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "too deeply|is not a PyTorch profiler trace"),
+])
+def test_unusable_traces_are_refused_with_the_reason(tmp_path, content, reason):
+    path = tmp_path / "bad.pt.trace.json"
+    path.write_bytes(content)
+    with pytest.raises(FileProblem, match=reason):
+        read_kineto(path)
+
+
+def test_a_compressed_trace_that_expands_too_far_is_refused(tmp_path):
+    path = tmp_path / "bomb.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (32 << 20) + b"]}", mtime=0))
+    with pytest.raises(FileProblem, match="decompression bomb"):
+        read_kineto(path)
