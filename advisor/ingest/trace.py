@@ -91,6 +91,7 @@ class _Rows:
     starts: dict = field(default_factory=dict)
     ends: dict = field(default_factory=dict)
     bad_times: int = 0
+    kinds: dict = field(default_factory=dict)  # event name -> the table it goes to ("" for none)
 
 
 def read_trace(path: Path, warnings: list[str]) -> TraceTables:
@@ -145,8 +146,23 @@ class _Cut:
     reason: str | None = None
 
 
+def _name_kind(name: str) -> str:
+    """Which table an X event without a device task type belongs to, by its name alone."""
+    if name in OVERLAP_LANES:
+        return "overlap"
+    if API_EVENTS.match(name):
+        return "api"
+    if HOST_EVENTS.search(name) or FRAMEWORK_OPS.match(name):
+        return "host"
+    return ""
+
+
 def _collect(events: list[_Event], rows: _Rows) -> None:
-    """Keep the rows the facts use from one block of events (``x - x == 0`` rejects NaN and ±inf)."""
+    """Keep the rows the facts use from one block of events (``x - x == 0`` rejects NaN and ±inf).
+
+    Names repeat (the same ops every step), so each name is classified once and the answer cached.
+    """
+    kinds = rows.kinds
     for e in events:
         ph = e.ph
         if ph == "X":
@@ -158,11 +174,15 @@ def _collect(events: list[_Event], rows: _Rows) -> None:
             args = e.args
             if args is not None and args.task_type is not None:
                 rows.device.append((e.pid, e.tid, name, args.task_type, ts, dur))
-            elif name in OVERLAP_LANES:
+                continue
+            kind = kinds.get(name)
+            if kind is None:
+                kind = kinds[name] = _name_kind(name)
+            if kind == "overlap":
                 rows.overlap.append((e.pid, name, ts, dur))
-            elif API_EVENTS.match(name):
+            elif kind == "api":
                 rows.apis.append((e.pid, name, e.tid, ts, dur))
-            elif e.cat == "GC" or HOST_EVENTS.search(name) or FRAMEWORK_OPS.match(name):
+            elif kind == "host" or e.cat == "GC":
                 rows.host.append((e.pid, name, e.cat or "", e.tid, ts, dur))
         elif ph == "M":
             if e.name == "process_name" and e.args is not None and e.args.name is not None:
