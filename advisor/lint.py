@@ -52,7 +52,8 @@ def lint(paths: Sequence[Path] = ()) -> LintResult:
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
         root, only = (path, None) if path.is_dir() else (_pack_root(path), path)
-        _lint_pack(read_pack(root, base), base, result, only)
+        under = RuleBook() if root.resolve() == builtin_root.resolve() else base  # the built-in pack replaces nothing
+        _lint_pack(read_pack(root, under), under, result, only)
     return result
 
 
@@ -67,7 +68,7 @@ def _lint_pack(contents: PackContents, base: RuleBook, result: LintResult, only:
     problems = list(contents.problems)
     for rule in contents.rules.values():
         problems.extend(_rule_problems(rule))
-        if rule.id in base.rules:
+        if rule.id in base.rules and (only is None or rule.path.resolve() == only.resolve()):
             result.notes.append(f"{rule.path}: replaces the {base.rules[rule.id].pack} rule {rule.id}")
     for entry_id, entry in contents.knowledge.items():
         problems.extend(_knowledge_problems(contents.root, entry_id, entry))

@@ -250,22 +250,27 @@ def _pipeline_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[P
 
 def _p2p_receives(profile: Profile) -> pd.DataFrame:
     """Per (rank, P2P group): wait per step in its receive ops, and the peer rank sharing that group."""
+    frame = _group_waits(profile, "p2p", only=("hcom_receive", "hcom_batchsendrecv"))
+    members = frame.groupby("group")["rank"].agg(list)
+    frame["peer"] = [next((r for r in members[g] if r != rank), None) if len(members[g]) == 2 else None
+                     for rank, g in zip(frame["rank"], frame["group"])]
+    return frame
+
+
+def _group_waits(profile: Profile, kind: str, only: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Per (rank, communicator group): µs per step waiting in its ``kind`` ops (only those whose names start with ``only``)."""
     rows = []
     for rank in profile.ranks:
         if rank.communication is None:
             continue
         ops = rank.communication.ops
-        p2p = ops.loc[ops["kind"] == "p2p"]
         steps = max(int(ops["step"].nunique(dropna=False)), 1)
-        for group, group_ops in p2p.groupby("group", sort=True):
-            receiving = group_ops["op_name"].str.lower().str.startswith(("hcom_receive", "hcom_batchsendrecv"))
+        chosen = ops.loc[ops["kind"] == kind]
+        for group, group_ops in chosen.groupby("group", sort=True):
+            counted = group_ops["op_name"].str.lower().str.startswith(only) if only else slice(None)
             rows.append({"rank": rank.rank, "group": str(group),
-                         "wait_us": float(group_ops.loc[receiving, "wait_ms"].sum()) * 1000 / steps})
-    frame = pd.DataFrame(rows, columns=["rank", "group", "wait_us"])
-    members = frame.groupby("group")["rank"].agg(list)
-    frame["peer"] = [next((r for r in members[g] if r != rank), None) if len(members[g]) == 2 else None
-                     for rank, g in zip(frame["rank"], frame["group"])]
-    return frame
+                         "wait_us": float(group_ops.loc[counted, "wait_ms"].sum()) * 1000 / steps})
+    return pd.DataFrame(rows, columns=["rank", "group", "wait_us"])
 
 
 def _spread_facts(breakdowns: list[BreakdownFact]) -> list[SpreadFact]:
@@ -437,22 +442,15 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
 
 def _straggler_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[Fact]:
     """Per communicator seen on 2+ ranks: who the others wait for inside its collectives."""
-    rows, sources, names = [], set(), {}
-    for rank in profile.ranks:
-        if rank.communication is None:
-            continue
-        ops = rank.communication.ops
-        collectives = ops.loc[ops["kind"] == "collective"]
-        steps = max(int(ops["step"].nunique(dropna=False)), 1)
-        for group, wait_ms in collectives.groupby("group", sort=True)["wait_ms"].sum().items():
-            rows.append({"rank": rank.rank, "group": str(group), "wait_us": float(wait_ms) * 1000 / steps})
-        sources.add(f"{profile.shown(rank.file('communication.json'))}[Communication Time Info: Wait Time(ms)]")
-        names |= {h: g.name for h, g in groups_by_hash(rank.metadata).items()}
-    if not rows:
+    rows = _group_waits(profile, "collective")
+    sources = {f"{profile.shown(r.file('communication.json'))}[Communication Time Info: Wait Time(ms)]"
+               for r in profile.ranks if r.communication is not None}
+    names = {h: g.name for r in profile.ranks for h, g in groups_by_hash(r.metadata).items()}
+    if rows.empty:
         return []
     mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
     facts: list[Fact] = []
-    for row in collective_stragglers(pd.DataFrame(rows)).to_dict("records"):
+    for row in collective_stragglers(rows).to_dict("records"):
         name = names.get(row["group"], row["group"])
         facts.append(StragglerFact(
             id=f"straggler:{name}", sources=sorted(sources), group=name, ranks=row["ranks"], rank=row["rank"],
