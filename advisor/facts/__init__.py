@@ -70,8 +70,8 @@ from advisor.facts.steps import (
     steps_from_overlap,
 )
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
-from advisor.ingest.groups import groups_by_hash
 from advisor.ingest import Profile, RankData
+from advisor.ingest.groups import groups_by_hash
 from advisor.planners.hccl import DTYPE_BYTES, buffsize_mb
 from advisor.planners.mc2 import plan_mc2
 from advisor.planners.parallel import plan_parallel

@@ -18,14 +18,15 @@ import orjson
 import pandas as pd
 
 from advisor.ingest.communication import parse_communication, parse_matrix
+from advisor.ingest.csvtable import Column, read_csv_table
 from advisor.ingest.db import (
     ANALYSIS_DB,
     DbTables,
     open_db,
     profiler_db,
     read_communication,
-    read_matrix,
     read_kernels,
+    read_matrix,
     read_memory_record,
     read_metadata,
     read_module_memory,
@@ -33,7 +34,6 @@ from advisor.ingest.db import (
     read_step_trace,
     read_trace_tables,
 )
-from advisor.ingest.csvtable import Column, read_csv_table
 from advisor.ingest.limits import check_size
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData, SkippedFile
 from advisor.ingest.paths import display_path

@@ -57,9 +57,9 @@ class _Distributed(msgspec.Struct):
 
 
 class _Trace(msgspec.Struct):
-    traceEvents: list[msgspec.Raw] = msgspec.field(default_factory=list)  # noqa: N815 (the file's key)
-    distributedInfo: Union[_Distributed, None] = None  # noqa: N815
-    displayTimeUnit: Union[str, None] = None  # noqa: N815
+    traceEvents: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    distributedInfo: Union[_Distributed, None] = None
+    displayTimeUnit: Union[str, None] = None
 
 
 _DOCUMENT = msgspec.json.Decoder(_Trace, strict=False)
@@ -77,12 +77,6 @@ class KinetoTrace:
     cpu: pd.DataFrame  # name, tid, ts, dur
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
     warnings: list[str] = field(default_factory=list)
-
-
-def is_kineto_trace(path: Path) -> bool:
-    """Whether ``path`` is named like a PyTorch profiler trace (``*.json`` or ``*.json.gz``)."""
-    name = path.name.lower()
-    return path.is_file() and (name.endswith(".json") or name.endswith(".json.gz"))
 
 
 def read_kineto(path: Path) -> KinetoTrace:
