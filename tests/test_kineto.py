@@ -69,3 +69,25 @@ def test_a_compressed_trace_that_expands_too_far_is_refused(tmp_path):
     path.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (32 << 20) + b"]}", mtime=0))
     with pytest.raises(FileProblem, match="decompression bomb"):
         read_kineto(path)
+
+
+def test_step_breakdown_reads_like_step_trace_time(tmp_path):
+    from advisor.facts.gpu import step_breakdown
+
+    trace = read_kineto(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS))
+    (step,) = step_breakdown(trace.gpu, trace.runtime, trace.cpu).to_dict("records")
+    # span 470; compute 240, communication 200 of which 90 under compute; busy = [0,100) ∪ [150,400) = 350
+    assert step == {"step": "1", "computing_us": 240.0, "communication_us": 200.0, "comm_not_overlapped_us": 110.0,
+                    "overlapped_us": 90.0, "free_us": 120.0}
+    assert step["computing_us"] + step["comm_not_overlapped_us"] + step["free_us"] == 470.0
+
+
+def test_gpu_activity_belongs_to_the_step_that_launched_it(tmp_path):
+    from advisor.facts.gpu import step_breakdown
+
+    # two ProfilerStep windows: [-30, 225) and [225, 480); kernels E and F run after 225 but were launched in step 1
+    trace = read_kineto(write_kineto_trace(tmp_path / "two.pt.trace.json", KERNELS, steps=2))
+    first, second = step_breakdown(trace.gpu, trace.runtime, trace.cpu).to_dict("records")
+    assert (first["step"], first["computing_us"], first["communication_us"]) == ("1", 240.0, 200.0)
+    assert second == {"step": "2", "computing_us": 0.0, "communication_us": 0.0, "comm_not_overlapped_us": 0.0,
+                      "overlapped_us": 0.0, "free_us": 20.0}  # only the memcpy

@@ -90,3 +90,41 @@ def idle_breakdown(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
                      "kernel_wait_us": float(gap[kernel_wait].sum()),
                      "other_us": float(gap[~host_wait & ~kernel_wait].sum())})
     return pd.DataFrame(rows, columns=["stream", "host_wait_us", "kernel_wait_us", "other_us"])
+
+
+STEP_EVENT = r"^ProfilerStep#(\d+)$"
+
+
+def step_breakdown(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
+    """Per ProfilerStep#N: the step_trace_time.csv columns, so GPU steps read like Ascend ones.
+
+    GPU activity belongs to the step whose host window holds the runtime call that launched it (matched by
+    correlation; by its own start when no launch is recorded), as torch_npu assigns device tasks to steps.
+    Within a step's span (first start to last end of its activity): Computing = |∪ compute|, Communication
+    = |∪ communication|, Communication(Not Overlapped) = Communication − the part under compute, Free = span −
+    |compute ∪ communication| (memory copies count as free, as on Ascend).
+    """
+    columns = ["step", "computing_us", "communication_us", "comm_not_overlapped_us", "overlapped_us", "free_us"]
+    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
+    windows = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int)).sort_values("ts")
+    if windows.empty or gpu.empty:
+        return pd.DataFrame(columns=columns)
+    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    anchor = gpu["correlation"].map(launches).fillna(gpu["ts"]).to_numpy(float)
+    starts = windows["ts"].to_numpy(float)
+    slot = np.searchsorted(starts, anchor, side="right") - 1
+    inside = (slot >= 0) & (anchor <= (windows["ts"] + windows["dur"]).to_numpy(float)[np.clip(slot, 0, None)])
+    steps = windows["step"].to_numpy()
+    rows = []
+    for index in sorted(set(slot[inside])):
+        activity = gpu.loc[inside & (slot == index)]
+        everything = merged(activity)
+        compute = merged(activity.loc[activity["kind"] == "compute"])
+        communication = merged(activity.loc[activity["kind"] == "communication"])
+        overlapped = intersection(compute, communication)
+        busy = length(compute) + length(communication) - overlapped
+        rows.append({"step": str(int(steps[index])), "computing_us": length(compute),
+                     "communication_us": length(communication),
+                     "comm_not_overlapped_us": length(communication) - overlapped, "overlapped_us": overlapped,
+                     "free_us": float(everything[-1, 1] - everything[0, 0]) - busy})
+    return pd.DataFrame(rows, columns=columns)
