@@ -91,3 +91,18 @@ def test_gpu_activity_belongs_to_the_step_that_launched_it(tmp_path):
     assert (first["step"], first["computing_us"], first["communication_us"]) == ("1", 240.0, 200.0)
     assert second == {"step": "2", "computing_us": 0.0, "communication_us": 0.0, "comm_not_overlapped_us": 0.0,
                       "overlapped_us": 0.0, "free_us": 20.0}  # only the memcpy
+
+
+def test_kernels_read_like_kernel_details(tmp_path):
+    from advisor.facts.gpu import launch_steps
+    from advisor.ingest.kineto import kernel_table, kernel_type
+
+    assert kernel_type("void at::native::reduce_kernel<512, 1, at::native::Op<float, std::pair<int, int>>>(float*)") \
+        == "at::native::reduce_kernel"
+    assert kernel_type("ampere_sgemm_128x64_nn") == "ampere_sgemm_128x64_nn"
+    trace = read_kineto(write_kineto_trace(tmp_path / "two.pt.trace.json", KERNELS, steps=2))
+    table = kernel_table(trace, launch_steps(trace.gpu, trace.runtime, trace.cpu))
+    assert list(table["step"]) == ["1", "1", "1", "1", "1", "2"]
+    assert list(table["accelerator_core"]) == ["GPU", "GPU", "COMMUNICATION", "GPU", "GPU", "MEMORY"]
+    assert table.loc[1, "type"] == "at::native::vectorized_elementwise_kernel"
+    assert table["duration_us"].sum() == 460.0

@@ -105,26 +105,37 @@ def step_breakdown(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) 
     |compute ∪ communication| (memory copies count as free, as on Ascend).
     """
     columns = ["step", "computing_us", "communication_us", "comm_not_overlapped_us", "overlapped_us", "free_us"]
-    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
-    windows = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int)).sort_values("ts")
-    if windows.empty or gpu.empty:
+    step_of = launch_steps(gpu, runtime, cpu)
+    if step_of.isna().all():
         return pd.DataFrame(columns=columns)
-    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
-    anchor = gpu["correlation"].map(launches).fillna(gpu["ts"]).to_numpy(float)
-    starts = windows["ts"].to_numpy(float)
-    slot = np.searchsorted(starts, anchor, side="right") - 1
-    inside = (slot >= 0) & (anchor <= (windows["ts"] + windows["dur"]).to_numpy(float)[np.clip(slot, 0, None)])
-    steps = windows["step"].to_numpy()
     rows = []
-    for index in sorted(set(slot[inside])):
-        activity = gpu.loc[inside & (slot == index)]
+    for step in sorted(step_of.dropna().unique(), key=int):
+        activity = gpu.loc[step_of == step]
         everything = merged(activity)
         compute = merged(activity.loc[activity["kind"] == "compute"])
         communication = merged(activity.loc[activity["kind"] == "communication"])
         overlapped = intersection(compute, communication)
         busy = length(compute) + length(communication) - overlapped
-        rows.append({"step": str(int(steps[index])), "computing_us": length(compute),
+        rows.append({"step": step, "computing_us": length(compute),
                      "communication_us": length(communication),
                      "comm_not_overlapped_us": length(communication) - overlapped, "overlapped_us": overlapped,
                      "free_us": float(everything[-1, 1] - everything[0, 0]) - busy})
     return pd.DataFrame(rows, columns=columns)
+
+
+def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.Series:
+    """The ProfilerStep number (as text) of each GPU activity: the host window holding the runtime call that
+    launched it (by correlation), or its own start when no launch is recorded; None outside every step."""
+    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
+    windows = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int)).sort_values("ts")
+    out = pd.Series(None, index=gpu.index, dtype=object)
+    if windows.empty or gpu.empty:
+        return out
+    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    anchor = gpu["correlation"].map(launches).fillna(gpu["ts"]).to_numpy(float)
+    slot = np.searchsorted(windows["ts"].to_numpy(float), anchor, side="right") - 1
+    ends = (windows["ts"] + windows["dur"]).to_numpy(float)
+    inside = (slot >= 0) & (anchor <= ends[np.clip(slot, 0, None)])
+    steps = windows["step"].to_numpy()
+    out[inside] = [str(int(steps[i])) for i in slot[inside]]
+    return out

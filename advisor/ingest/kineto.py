@@ -138,3 +138,31 @@ def _kind(name: str, category: str) -> str:
 
 def _mb(value: float | None) -> float | None:
     return None if value is None else value / (1024.0 * 1024.0)
+
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+_CORES = {"compute": "GPU", "communication": "COMMUNICATION", "memory": "MEMORY"}
+
+
+def kernel_type(name: str) -> str:
+    """A kernel's name without return type, template arguments and parameters, to group its launches.
+
+    ``void at::native::reduce_kernel<512, 1>(…)`` → ``at::native::reduce_kernel``.
+    """
+    text = name.removeprefix("void ")
+    while True:
+        shorter = _TEMPLATE.sub("", text)
+        if shorter == text:
+            break
+        text = shorter
+    return text.split("(", 1)[0].strip() or name
+
+
+def kernel_table(trace: KinetoTrace, steps: pd.Series) -> pd.DataFrame:
+    """The GPU activity as kernel_details.csv's canonical columns (``steps``: the step of each row, or None)."""
+    gpu = trace.gpu
+    return pd.DataFrame({
+        "step": steps, "device_id": gpu["device"].astype("float64"), "name": gpu["name"],
+        "type": gpu["name"].map(kernel_type), "accelerator_core": gpu["kind"].map(_CORES),
+        "duration_us": gpu["dur"], "start_us": gpu["ts"],
+    })
