@@ -30,15 +30,15 @@ def default_rulebook() -> RuleBook:
     return load_rulebook(skip_broken=True)
 
 
-_ENGINES: dict[int, tuple[RuleBook, RuleEngine]] = {}
+_ENGINES: dict[tuple[int, str], tuple[RuleBook, RuleEngine]] = {}
 
 
-def engine_for(book: RuleBook) -> RuleEngine:
-    """The compiled engine of a rule book, built once per book."""
-    cached = _ENGINES.get(id(book))
+def engine_for(book: RuleBook, platform: str) -> RuleEngine:
+    """The compiled engine of the book's rules that run on ``platform`` (ascend, gpu), built once per book."""
+    cached = _ENGINES.get((id(book), platform))
     if cached is None or cached[0] is not book:
-        cached = (book, RuleEngine(list(book.rules.values())))
-        _ENGINES[id(book)] = cached
+        cached = (book, RuleEngine([r for r in book.rules.values() if platform in r.spec.platforms]))
+        _ENGINES[(id(book), platform)] = cached
     return cached[1]
 
 
@@ -56,7 +56,7 @@ def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None
     """Read the profile at ``path``, extract its facts and run ``book``'s rules on them."""
     profile = load_profile(Path(path))
     facts = extract_facts(profile, context)
-    firings = engine_for(book).run(facts.facts)
+    firings = engine_for(book, profile.platform).run(facts.facts)
     derived = [fact for firing in firings for fact in firing.derived]
     return Analysis(profile, facts, firings, facts.facts + derived)
 

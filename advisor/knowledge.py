@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.engine.spec import Category
+from advisor.engine.spec import Category, Platform
 from advisor.text import BilingualText
 
 
@@ -47,6 +47,8 @@ class KnowledgeEntry(_Model):
     id: str
     title: BilingualText
     category: Category
+    platforms: list[Platform] = Field(default_factory=lambda: ["ascend"], min_length=1,
+                                      description="Where the advice holds: ascend (NPU profiles), gpu (PyTorch traces), or both.")
     applies_to: AppliesTo = Field(default_factory=AppliesTo)
     problem: BilingualText
     actions: list[BilingualText] = Field(min_length=1)

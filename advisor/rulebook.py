@@ -8,7 +8,8 @@ existing id replaces the earlier one, and its ``disable`` list removes earlier r
 
 YAML is read with the safe loader only (no tags that construct objects), and an installed pack is
 located without importing its package, so loading a pack never runs its code. A rule's file name must
-be its id; ids are unique within a pack; every knowledge id a rule recommends must exist.
+be its id; ids are unique within a pack; every knowledge id a rule recommends must exist and hold on every
+platform (ascend, gpu) the rule runs on, so gating rules by platform also gates the advice.
 """
 
 from __future__ import annotations
@@ -182,8 +183,13 @@ def read_pack(root: Path, book: RuleBook, name: str | None = None) -> PackConten
         if rule is None:
             continue
         missing = [k for k in rule.spec.then.recommend if k not in contents.knowledge and k not in book.knowledge]
+        narrower = [k for k in rule.spec.then.recommend if k not in missing
+                    and set(rule.spec.platforms) - set((contents.knowledge.get(k) or book.knowledge[k]).platforms)]
         if missing:
             contents.problems.append(f"{path}:1: recommends unknown knowledge id(s) {', '.join(missing)}")
+        elif narrower:
+            contents.problems.append(f"{path}:1: runs on platforms {', '.join(rule.spec.platforms)} but recommends "
+                                     f"{', '.join(narrower)}, which does not hold on all of them (its 'platforms')")
         elif rule.id in contents.rules:
             contents.problems.append(f"{path}:1: duplicate rule id {rule.id!r} (also {contents.rules[rule.id].path})")
         else:

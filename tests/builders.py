@@ -579,35 +579,164 @@ def write_kineto_trace(path: Path, kernels: list[GpuKernel], *, rank: int | None
     ``old_categories`` the capitalised categories of old exporters; ``hip`` ROCm runtime names; a ``.gz``
     suffix compresses the file.
     """
-    import gzip
-
-    scale = 1000.0 if ns else 1.0
-    kernel_cat, runtime_cat, op_cat = ("Kernel", "Runtime", "Operator") if old_categories else ("kernel", "cuda_runtime", "cpu_op")
     launch_name = "hipLaunchKernel" if hip else "cudaLaunchKernel"
-    events: list[dict] = [
-        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
-    ]
+    events: list[dict] = []
     first = min(k.launch_ts for k in kernels) - 10.0
     last = max(k.ts + k.dur for k in kernels) + 10.0
     width = (last - first) / steps
     for step in range(steps):
-        events.append({"ph": "X", "cat": op_cat, "name": f"ProfilerStep#{step + 1}", "pid": 1, "tid": 1,
-                       "ts": (first + step * width) * scale, "dur": width * scale})
+        events.append(_cpu_op(f"ProfilerStep#{step + 1}", first + step * width, width))
     for correlation, kernel in enumerate(kernels, start=1):
-        category = kernel.category if not old_categories else {"kernel": "Kernel", "gpu_memcpy": "Memcpy"}.get(
-            kernel.category, kernel.category)
-        events.append({"ph": "X", "cat": runtime_cat, "name": launch_name, "pid": 1, "tid": 1,
-                       "ts": kernel.launch_ts * scale, "dur": 5.0 * scale, "args": {"correlation": correlation}})
-        events.append({"ph": "X", "cat": category if category != "kernel" else kernel_cat, "name": kernel.name,
-                       "pid": 0, "tid": kernel.stream, "ts": kernel.ts * scale, "dur": kernel.dur * scale,
-                       "args": {"stream": kernel.stream, "device": 0, "correlation": correlation}})
-        events.append({"ph": "f", "cat": "ac2g", "id": correlation, "pid": 0, "tid": kernel.stream,
-                       "ts": kernel.ts * scale, "bp": "e"})
-    events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
-                   "ts": first * scale, "args": {"Total Allocated": 3 << 30, "Total Reserved": 4 << 30, "Bytes": 1024}})
-    document = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "traceEvents": events,
-                **({"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2}} if rank is not None else {}),
+        events.extend(_launched(kernel, correlation, launch_name))
+    events.append(_memory_event(first, 3 << 30, 4 << 30))
+    return _write_kineto(path, events, rank=rank, ns=ns, old_categories=old_categories)
+
+
+def _cpu_op(name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
+def _launched(kernel: GpuKernel, correlation: int, launch_name: str = "cudaLaunchKernel", launch_us: float = 5.0) -> list[dict]:
+    """The runtime call, the GPU activity it launched and the flow linking them."""
+    return [
+        {"ph": "X", "cat": "cuda_runtime", "name": launch_name, "pid": 1, "tid": 1, "ts": kernel.launch_ts,
+         "dur": launch_us, "args": {"correlation": correlation}},
+        {"ph": "X", "cat": kernel.category, "name": kernel.name, "pid": 0, "tid": kernel.stream, "ts": kernel.ts,
+         "dur": kernel.dur, "args": {"stream": kernel.stream, "device": 0, "correlation": correlation}},
+        {"ph": "f", "cat": "ac2g", "id": correlation, "pid": 0, "tid": kernel.stream, "ts": kernel.ts, "bp": "e"},
+    ]
+
+
+def _memory_event(ts: float, allocated: int, reserved: int) -> dict:
+    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+            "args": {"Total Allocated": allocated, "Total Reserved": reserved, "Bytes": 1024, "Device Id": 0}}
+
+
+_OLD_CATEGORIES = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "cuda_runtime": "Runtime", "cpu_op": "Operator"}
+
+
+def _write_kineto(path: Path, events: list[dict], *, rank: int | None, ns: bool = False, old_categories: bool = False,
+                  device: str = "NVIDIA H100", world_size: int = 2) -> Path:
+    """Write events (µs) as a Kineto trace document: ns scaling, old categories and gzip by request."""
+    import gzip
+
+    scale = 1000.0 if ns else 1.0
+    out: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}}]
+    for event in events:
+        event = dict(event)
+        for key in ("ts", "dur"):
+            if key in event:
+                event[key] = event[key] * scale
+        if old_categories:
+            event["cat"] = _OLD_CATEGORIES.get(event.get("cat"), event.get("cat"))
+        out.append(event)
+    document = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device}],
+                **({"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size}} if rank is not None else {}),
+                "traceEvents": out, "traceName": str(path.name),
                 **({"displayTimeUnit": "ns"} if ns else {"displayTimeUnit": "ms"})}
     data = json.dumps(document).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
     return path
+
+
+TENSOR_CORE_GEMM = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel"
+CUDA_CORE_GEMM = "ampere_sgemm_128x64_nn"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"
+
+
+@dataclass
+class GpuJob:
+    """A data-parallel training job on GPUs, to be written as one Kineto trace per rank, with injectable problems.
+
+    Per step and rank the host fetches a batch (``dataloader_us``), makes ``pageable_copies`` host→device
+    copies, launches ``gemms`` GEMMs and ``elementwise`` element-wise kernels (one launch every ``launch_gap_us``
+    of host time; a gap longer than the kernel makes the GPU wait for launches), synchronises ``syncs`` times,
+    (logging the value read: 300 µs of host time each), launches ``optimizer_kernels`` kernels inside
+    Optimizer.step, then one NCCL AllReduce of ``nccl_us`` that no compute overlaps. ``slow_rank`` computes ``slow_extra_us`` more per step, so the others wait that long in the
+    AllReduce. ``memory_drops`` reserved-memory decreases per step.
+    """
+
+    ranks: int = 1
+    steps: int = 3
+    gemms: int = 20
+    gemm_us: float = 400.0
+    gemm_name: str = TENSOR_CORE_GEMM
+    elementwise: int = 60
+    elementwise_us: float = 30.0
+    launch_gap_us: float = 8.0
+    dataloader_us: float = 0.0
+    pageable_copies: int = 0
+    syncs: int = 0
+    optimizer_kernels: int = 0
+    nccl_us: float = 0.0
+    slow_rank: int | None = None
+    slow_extra_us: float = 0.0
+    memory_drops: int = 0
+    memory: bool = True
+    step_markers: bool = True
+
+
+def write_gpu_job(root: Path, job: GpuJob, *, suffix: str = ".pt.trace.json") -> list[Path]:
+    """One trace per rank under ``root`` (``rank{r}{suffix}``); returns their paths."""
+    return [_write_kineto(root / f"rank{rank}{suffix}", _gpu_rank_events(job, rank), rank=rank if job.ranks > 1 or rank else 0,
+                          world_size=job.ranks) for rank in range(job.ranks)]
+
+
+def _gpu_rank_events(job: GpuJob, rank: int) -> list[dict]:
+    events: list[dict] = []
+    host = 1_000_000.0
+    free = {7: host, 20: host, 21: host}  # when each stream is next free
+    correlation = 0
+    allocated, reserved = 20 << 30, 24 << 30
+
+    def launch(name: str, dur: float, stream: int = 7, category: str = "kernel", gap: float | None = None) -> None:
+        nonlocal host, correlation
+        correlation += 1
+        start = max(host + 5.0, free[stream])
+        if stream == 20:  # the collective waits for the step's compute
+            start = max(start, free[7])
+        free[stream] = start + dur
+        events.extend(_launched(GpuKernel(name, stream, start, dur, host, category), correlation))
+        host += max(job.launch_gap_us if gap is None else gap, 5.0)
+
+    for step in range(1, job.steps + 1):
+        step_start = host
+        if job.dataloader_us:
+            events.append(_cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", host, job.dataloader_us))
+            host += job.dataloader_us
+        for _ in range(job.pageable_copies):
+            launch("Memcpy HtoD (Pageable -> Device)", 40.0, stream=21, category="gpu_memcpy")
+        per_sync = (job.gemms + job.elementwise) // (job.syncs + 1)
+        extra = job.slow_extra_us / max(job.gemms, 1) if rank == job.slow_rank else 0.0
+        for index in range(job.gemms + job.elementwise):
+            if index < job.gemms:
+                launch(job.gemm_name, job.gemm_us + extra)
+            else:
+                launch(ELEMENTWISE, job.elementwise_us)
+            if job.syncs and index % per_sync == per_sync - 1 and index // per_sync < job.syncs:
+                events.append({"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": host,
+                               "dur": max(free[7] - host, 0.0) + 4.0})
+                events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
+                               "ts": host + 1.0, "dur": max(free[7] - host, 0.0) + 2.0})
+                host = max(host, free[7]) + 300.0  # the value read is logged before launching goes on
+        if job.optimizer_kernels:
+            opt_start = host
+            for _ in range(job.optimizer_kernels):
+                launch("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<float>", 6.0)
+            events.append(_cpu_op("Optimizer.step#AdamW.step", opt_start, host - opt_start))
+        if job.nccl_us:
+            wait = job.slow_extra_us if job.slow_rank is not None and rank != job.slow_rank else 0.0
+            launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", job.nccl_us + wait,
+                   stream=20)
+            free[7] = max(free[7], free[20])  # the next forward needs the reduced gradients
+        if job.memory:
+            events.append(_memory_event(step_start + 1.0, allocated, reserved))
+            for drop in range(job.memory_drops):
+                at = step_start + 2.0 + drop
+                events.append(_memory_event(at, allocated, reserved - (1 << 30)))
+                events.append(_memory_event(at + 0.5, allocated, reserved))
+        if job.step_markers:
+            events.append(_cpu_op(f"ProfilerStep#{step}", step_start, host - step_start))
+        host += 10.0
+    return events

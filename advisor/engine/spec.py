@@ -30,6 +30,8 @@ COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte", "matches", "imatches", "exi
 _NUMERIC_OPS = {"gt", "gte", "lt", "lte"}
 _TEXT_OPS = {"matches", "imatches"}
 
+Platform = Literal["ascend", "gpu"]
+PLATFORMS: tuple[str, ...] = ("ascend", "gpu")
 Category = Literal[
     "parallel-strategy",
     "io",
@@ -191,6 +193,7 @@ class RuleSpec(_Model):
     category: Category
     severity: Literal["auto", "high", "medium", "low"] = "auto"
     severity_reason: str | None = None
+    platforms: list[Platform] = Field(default_factory=lambda: ["ascend"], min_length=1)
     description: Text | None = None
     when: When
     then: Then

@@ -18,7 +18,8 @@ from advisor.facts.cluster import (
 from advisor.facts.communication import communication_summary, link_summary, median_ratios, transport_summary
 from advisor.facts.context import context_fact, core_counts, infer_hardware
 from advisor.facts.hardware import nominal_bandwidth
-from advisor.facts.host import api_calls, dataloader_summary, host_summary
+from advisor.facts.gpu import gpu_summary
+from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_summary, host_summary
 from advisor.facts.memory import (
     MAX_TIMES_LISTED,
     allocator_series,
@@ -39,6 +40,7 @@ from advisor.facts.models import (
     DataLoaderFact,
     EnvironmentFact,
     Fact,
+    GpuFact,
     HostFact,
     LayoutFact,
     LinkFact,
@@ -101,6 +103,21 @@ __all__ = [
 _STEP_COLUMNS = "Computing,Communication(Not Overlapped),Free,Communication,Overlapped,Bubble,Preparing"
 _KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,Input Shapes,Input Data Types,aic_*_ratio,aiv_*_ratio"
 _STATISTIC_COLUMNS = "OP Type,Core Type,Count,Total Time(us),Max Time(us)"
+# What a GPU rank's stand-in for each Ascend file was computed from, in its *.pt.trace.json.
+_KINETO_SOURCES = {
+    "step_trace_time.csv": "ProfilerStep#N windows; kernel, gpu_memcpy, gpu_memset events by launch correlation",
+    "kernel_details.csv": "kernel, gpu_memcpy, gpu_memset events: name, ts, dur, args.stream, args.correlation",
+    "memory_record.csv": "[memory] instants: Total Allocated, Total Reserved",
+    "trace_view.json": "cuda_runtime calls, cpu_op events, kernels by correlation",
+    "communication.json": "NCCL kernels matched across ranks: transit = the fastest rank's duration, wait = the rest",
+}
+
+
+def _source(profile: Profile, rank: RankData, name: str, columns: str) -> str:
+    """``file[columns]`` for a fact computed from the text-export file ``name`` (or what stands in for it)."""
+    if rank.platform == "gpu":
+        return f"{profile.shown(rank.file(name))}[{_KINETO_SOURCES[name]}]"
+    return f"{profile.shown(rank.file(name))}[{columns}]"
 
 
 @dataclass
@@ -154,7 +171,7 @@ def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[S
     trace_path = profile.shown(rank.file("trace_view.json"))
     if rank.step_trace is not None:
         table, shown = rank.step_trace.frame, profile.shown(rank.step_trace.path)
-        source = f"{shown}[{_STEP_COLUMNS}]"
+        source = _source(profile, rank, "step_trace_time.csv", _STEP_COLUMNS)
         if lanes is not None and not _agree(table, lanes):
             warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of {trace_path}")
     elif lanes is not None:
@@ -290,7 +307,7 @@ def _operator_facts(
         kernels = in_steps(compute_kernels(rank.kernels.frame), step_numbers)
         step_count = len(step_numbers) or _distinct_steps(kernels)
         stats = operator_stats(kernels, step_count)
-        source = f"{profile.shown(rank.kernels.path)}[Name,{_KERNEL_COLUMNS}]"
+        source = _source(profile, rank, "kernel_details.csv", f"Name,{_KERNEL_COLUMNS}")
     elif rank.op_statistic is not None:
         stats = operator_stats_from_statistic(rank.op_statistic.frame, len(steps))
         source = f"{profile.shown(rank.op_statistic.path)}[{_STATISTIC_COLUMNS}]"
@@ -349,14 +366,13 @@ def _sequence_facts(
         return []
     step_count = len(step_numbers) or _distinct_steps(timeline)
     step_time = breakdown.step_time_us if breakdown is not None and breakdown.step_time_us > 0 else None
-    path = profile.shown(rank.kernels.path)
     facts: list[Fact] = []
     for index, row in enumerate(kernel_pairs(timeline, step_count).to_dict("records")):
         both = row["first_us_per_step"] + row["second_us_per_step"]
         facts.append(
             SequenceFact(
                 id=f"sequence:r{rank.rank}:{index + 1}",
-                sources=[f"{path}[Step Id,Type,Start Time(us),Duration(us)]"],
+                sources=[_source(profile, rank, "kernel_details.csv", "Step Id,Type,Start Time(us),Duration(us)")],
                 rank=rank.rank,
                 first_type=str(row["first_type"]),
                 second_type=str(row["second_type"]),
@@ -368,10 +384,12 @@ def _sequence_facts(
         )
     overlap = matmul_overlap_share(timeline)
     if overlap is not None:
-        facts.append(ContentionFact(id=f"contention:r{rank.rank}", sources=[f"{path}[Type,Accelerator Core,Start Time(us),Duration(us)]"],
+        facts.append(ContentionFact(id=f"contention:r{rank.rank}",
+                                    sources=[_source(profile, rank, "kernel_details.csv", "Type,Accelerator Core,Start Time(us),Duration(us)")],
                                     rank=rank.rank, matmul_overlap_share=overlap))
     for row in matmul_collective_pairs(timeline, step_count).to_dict("records"):
-        facts.append(_mc2_fact(rank.rank, row, step_time, f"{path}[Type,Start Time(us),Duration(us),Input Shapes,Input Data Types]"))
+        facts.append(_mc2_fact(rank.rank, row, step_time, _source(profile, rank, "kernel_details.csv",
+                                                                  "Type,Start Time(us),Duration(us),Input Shapes,Input Data Types")))
     return facts
 
 
@@ -406,9 +424,8 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
         return []
     ops, traffic = rank.communication.ops, rank.communication.traffic
     step_count = max(int(ops["step"].nunique(dropna=False)), 1)
-    path = profile.shown(rank.file("communication.json"))
     facts: list[Fact] = []
-    time_source = f"{path}[Communication Time Info]"
+    time_source = _source(profile, rank, "communication.json", "Communication Time Info")
     for row in communication_summary(ops, step_count).to_dict("records"):
         facts.append(
             CommunicationFact(
@@ -419,7 +436,7 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
                 **{k: float(row[k]) for k in CommunicationFact.model_fields if k in row and k not in ("kind",)},
             )
         )
-    bandwidth_source = f"{path}[Communication Bandwidth Info]"
+    bandwidth_source = _source(profile, rank, "communication.json", "Communication Bandwidth Info")
     for row in transport_summary(traffic, step_count).to_dict("records"):
         nominal = nominal_bandwidth(hardware, row["transport"])
         facts.append(
@@ -443,7 +460,7 @@ def _communication_facts(profile: Profile, rank: RankData, hardware: str | None)
 def _straggler_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[Fact]:
     """Per communicator seen on 2+ ranks: who the others wait for inside its collectives."""
     rows = _group_waits(profile, "collective")
-    sources = {f"{profile.shown(r.file('communication.json'))}[Communication Time Info: Wait Time(ms)]"
+    sources = {_source(profile, r, "communication.json", "Communication Time Info: Wait Time(ms)")
                for r in profile.ranks if r.communication is not None}
     names = {h: g.name for r in profile.ranks for h, g in groups_by_hash(r.metadata).items()}
     if rows.empty:
@@ -502,9 +519,9 @@ def _memory_facts(profile: Profile, rank: RankData, user: UserContext | None) ->
             line = timeline(series)
             records = rank.memory_record.frame
             app = records.loc[records["component"] == "APP", "reserved_mb"]
-            sources = [f"{profile.shown(rank.memory_record.path)}[Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)]"]
+            sources = [_source(profile, rank, "memory_record.csv", "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)")]
             if not windows.empty:
-                sources.append(f"{profile.shown(rank.kernels.path)}[Step Id,Start Time(us),Duration(us)]")
+                sources.append(_source(profile, rank, "kernel_details.csv", "Step Id,Start Time(us),Duration(us)"))
             hccl = None
             if rank.module_memory is not None:
                 modules = rank.module_memory.frame
@@ -563,24 +580,37 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
     trace = rank.trace
     windows = profiler_step_windows(trace.host)
     path = profile.shown(rank.file("trace_view.json"))
-    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows)
+    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, RUNTIME_NAMES[rank.platform])
     step_time = breakdown.step_time_us if breakdown is not None else None
     facts: list[Fact] = [
-        HostFact(id=f"host:r{rank.rank}", sources=[f"{path}[CANN, Python, Ascend Hardware, HostToDevice]"],
+        HostFact(id=f"host:r{rank.rank}", sources=[_source(profile, rank, "trace_view.json", "CANN, Python, Ascend Hardware, HostToDevice")],
                  rank=rank.rank, steps=max(len(windows), 1), **summary,
                  gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
                  optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
     ]
     for row in api_calls(trace.host, windows).to_dict("records"):
-        facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[Python: {row['name']}]"],
+        facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[{_host_process(rank)}: {row['name']}]"],
                              rank=rank.rank, name=row["name"], calls_per_step=float(row["calls_per_step"]),
                              us_per_step=float(row["us_per_step"])))
     loading = dataloader_summary(trace.host, windows)
     if loading is not None:
         share = min(loading["us_per_step"] / step_time, 1.0) if step_time else None
-        facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[Python: *DataLoader*]"],
+        facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[{_host_process(rank)}: *DataLoader*]"],
                                     rank=rank.rank, share_of_step=share, **loading))
+    if rank.kineto is not None:
+        facts.append(_gpu_fact(profile, rank, max(len(windows), 1)))
     return facts
+
+
+def _host_process(rank: RankData) -> str:
+    return "cpu_op" if rank.platform == "gpu" else "Python"
+
+
+def _gpu_fact(profile: Profile, rank: RankData, steps: int) -> GpuFact:
+    trace = rank.kineto
+    assert trace is not None
+    return GpuFact(id=f"gpu:r{rank.rank}", sources=[f"{profile.shown(trace.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime]"],
+                   rank=rank.rank, device=trace.device_name, steps=steps, **gpu_summary(trace.gpu, trace.runtime, steps))
 
 
 def _environment_facts(profile: Profile, user: UserContext | None) -> list[EnvironmentFact]:

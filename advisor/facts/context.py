@@ -38,11 +38,16 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     hardware = infer_hardware(profile)
     if hardware:
         sources.append(f"{profile.shown(profile.ranks[0].file('kernel_details.csv'))}[header]")
+    gpu = next((r.kineto for r in profile.ranks if r.kineto is not None and r.kineto.device_name), None)
+    if hardware is None and gpu is not None:
+        hardware = gpu.device_name
+        sources.append(f"{profile.shown(gpu.path)}[deviceProperties]")
 
     return ContextFact(
         id="context",
         sources=sources,
         format=profile.format,
+        platform=profile.platform,
         profiler_level=first(lambda r: _str(_experimental(r).get("_profiler_level"))),
         aic_metrics=first(lambda r: _str(_experimental(r).get("_aic_metrics"))),
         torch_npu_version=first(lambda r: _str(r.profiler_info.get("torch_npu_version"))),

@@ -139,3 +139,34 @@ def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) ->
     steps = windows["step"].to_numpy()
     out[inside] = [str(int(steps[i])) for i in slot[inside]]
     return out
+
+
+CUDA_CORE_GEMM = r"sgemm|simt|gemmSN|dgemm"
+PAGEABLE_COPY = r"Pageable"
+
+
+def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int) -> dict[str, float]:
+    """The GpuFact fields of one rank: HTA's breakdown, overlap and idle split, CUDA-core GEMMs, pageable copies."""
+    breakdown = temporal_breakdown(gpu)
+    span = breakdown["span_us"]
+    idle = idle_breakdown(gpu, runtime)[["host_wait_us", "kernel_wait_us", "other_us"]].sum()
+    gaps = float(idle.sum())
+    compute = gpu.loc[gpu["kind"] == "compute"]
+    compute_us = float(compute["dur"].sum())
+    cuda_core = float(compute.loc[compute["name"].str.contains(CUDA_CORE_GEMM, case=False), "dur"].sum())
+    copies = gpu.loc[gpu["kind"] == "memory"]
+    share = (lambda part, whole: min(part / whole, 1.0) if whole > 0 else 0.0)
+    return {
+        "span_us": span,
+        "idle_ratio": breakdown["idle_ratio"], "compute_ratio": breakdown["compute_ratio"],
+        "non_compute_ratio": max(breakdown["non_compute_ratio"], 0.0),
+        "communication_ratio": share(length(merged(gpu.loc[gpu["kind"] == "communication"])), span),
+        "comm_comp_overlap": comm_comp_overlap(gpu),
+        "idle_host_wait_ratio": share(float(idle["host_wait_us"]), gaps),
+        "idle_kernel_wait_ratio": share(float(idle["kernel_wait_us"]), gaps),
+        "idle_other_ratio": share(float(idle["other_us"]), gaps),
+        "host_wait_us_per_step": float(idle["host_wait_us"]) / steps,
+        "fp32_gemm_share": share(cuda_core, compute_us),
+        "pageable_memcpy_per_step": int(copies["name"].str.contains(PAGEABLE_COPY).sum()) / steps,
+        "memcpy_us_per_step": float(copies["dur"].sum()) / steps,
+    }

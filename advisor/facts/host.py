@@ -1,44 +1,73 @@
-"""Host-side facts from trace_view.json: dispatch, compilation, synchronisation, data loading, GC.
+"""Host-side facts from trace_view.json (or a PyTorch trace): dispatch, compilation, synchronisation, data loading, GC.
 
 Pure functions over the trace tables. Counts and times are per profiled step: events are kept when they
-start inside a ``ProfilerStep#N`` window (the whole capture is one step when there is none).
+start inside a ``ProfilerStep#N`` window (the whole capture is one step when there is none). The runtime
+calls differ by platform (``AscendCL@…``/``Node@launch`` on Ascend, ``cuda…``/``hip…`` on GPUs):
+``RuntimeNames`` says which names count as what.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from advisor.facts.windows import inside
 
-COMPILE_API = "AscendCL@aclopCompileAndExecute"
-SYNC_APIS = re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)")
-LAUNCH_API = "Node@launch"
-FREE_APIS = re.compile(r"^AscendCL@aclrtFree(Physical)?$")
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)
 DATALOADER = re.compile(r"dataloader", re.IGNORECASE)
 LONG_STREAM_GAP_US = 50.0
 LONG_HOST_GAP_US = 1000.0
-COMPUTE_TASK = re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|KERNEL_MIX_AIV|KERNEL_AICPU)$")
+
+
+@dataclass(frozen=True)
+class RuntimeNames:
+    """Which runtime calls are online compilation, synchronisation, kernel launch and device free, and which
+    device task types are compute."""
+
+    compile: re.Pattern[str]
+    sync: re.Pattern[str]
+    launch: re.Pattern[str]
+    free: re.Pattern[str]
+    compute_task: re.Pattern[str]
+
+
+ASCEND_RUNTIME = RuntimeNames(
+    compile=re.compile(r"^AscendCL@aclopCompileAndExecute$"),
+    sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
+    launch=re.compile(r"^Node@launch$"),
+    free=re.compile(r"^AscendCL@aclrtFree(Physical)?$"),
+    compute_task=re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
+                            r"KERNEL_MIX_AIV|KERNEL_AICPU)$"),
+)
+GPU_RUNTIME = RuntimeNames(
+    compile=re.compile(r"^(nvrtc|hiprtc)Compile"),
+    sync=re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$"),
+    launch=re.compile(r"^(cuda|hip)(LaunchKernel(ExC)?|LaunchCooperativeKernel|ExtLaunchKernel|ModuleLaunchKernel|"
+                      r"ExtModuleLaunchKernel|GraphLaunch)(_v\d+)?$|^cuLaunchKernel(Ex)?$"),
+    free=re.compile(r"^(cuda|hip)Free(Async)?$"),
+    compute_task=re.compile(r"^compute$"),
+)
+RUNTIME_NAMES = {"ascend": ASCEND_RUNTIME, "gpu": GPU_RUNTIME}
 
 
 def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, launches: pd.DataFrame,
-                 windows: pd.DataFrame) -> dict[str, float | None]:
+                 windows: pd.DataFrame, names: RuntimeNames = ASCEND_RUNTIME) -> dict[str, float | None]:
     """Per-step counts and times of the dispatch-related host activity."""
     steps = max(len(windows), 1)
     apis = inside(apis, windows)
     host = inside(host, windows)
-    compile_calls = apis.loc[apis["name"] == COMPILE_API, "dur"]
-    sync_calls = apis.loc[apis["name"].str.match(SYNC_APIS), "dur"]
-    launch_calls = apis.loc[apis["name"] == LAUNCH_API, "dur"]
-    free_calls = apis.loc[apis["name"].str.match(FREE_APIS), "dur"]
+    compile_calls = apis.loc[apis["name"].str.match(names.compile), "dur"]
+    sync_calls = apis.loc[apis["name"].str.match(names.sync), "dur"]
+    launch_calls = apis.loc[apis["name"].str.match(names.launch), "dur"]
+    free_calls = apis.loc[apis["name"].str.match(names.free), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
     optimizer = host.loc[host["name"].str.match(OPTIMIZER_STEP), "dur"]
     launch_cost = float(launch_calls.mean()) if len(launch_calls) else None
-    compute = inside(device, windows).loc[lambda d: d["task_type"].fillna("").str.match(COMPUTE_TASK)]
+    compute = inside(device, windows).loc[lambda d: d["task_type"].fillna("").str.match(names.compute_task)]
     latency = inside(launches, windows, "launch_ts")
     latency = (latency["device_ts"] - latency["launch_ts"]).clip(lower=0)
     return {
@@ -57,15 +86,16 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "gc_us_per_step": float(gc.sum()) / steps,
         "optimizer_us_per_step": float(optimizer.sum()) / steps,
         "sync_batch_norm_calls_per_step": int(host["name"].str.contains(SYNC_BATCH_NORM).sum()) / steps,
-        **stream_gaps(device, windows, steps),
+        **stream_gaps(device, windows, steps, names.compute_task),
         **host_gaps(apis, windows, steps),
         **optimizer_kernels(host.loc[host["name"].str.match(OPTIMIZER_STEP)], launches, device, steps),
     }
 
 
-def stream_gaps(device: pd.DataFrame, windows: pd.DataFrame, steps: int) -> dict[str, float | None]:
+def stream_gaps(device: pd.DataFrame, windows: pd.DataFrame, steps: int,
+                compute_task: re.Pattern[str]) -> dict[str, float | None]:
     """Idle gaps between consecutive compute tasks on the busiest compute stream, inside the steps."""
-    compute = device.loc[device["task_type"].fillna("").str.match(COMPUTE_TASK)]
+    compute = device.loc[device["task_type"].fillna("").str.match(compute_task)]
     if compute.empty:
         return {"stream_gap_us_per_step": None, "stream_gap_max_us": None, "stream_gaps_per_step": None}
     busiest = compute.groupby("stream", sort=True)["dur"].sum().idxmax()

@@ -36,14 +36,16 @@ class ContextFact(Fact):
     """What was profiled and how: one per profile."""
 
     family: ClassVar[str] = "context"
-    source: ClassVar[str] = "profiler_info*.json (config, versions), PROF_*/device_*/info.json.* (cores, clock), kernel_details.csv header (chip family)"
+    source: ClassVar[str] = ("profiler_info*.json (config, versions), PROF_*/device_*/info.json.* (cores, clock), "
+                             "kernel_details.csv header (chip family); *.pt.trace.json deviceProperties (GPU)")
 
-    format: str = Field(description="Input format: ascend-pytorch or ascend-mindspore.")
+    format: str = Field(description="Input format: ascend-pytorch, ascend-mindspore or pytorch-kineto (a PyTorch profiler trace).")
+    platform: Literal["ascend", "gpu"] = Field("ascend", description="ascend (NPU profiler output) or gpu (PyTorch profiler traces): which rules run.")
     profiler_level: str | None = Field(None, description="Level_none, Level0, Level1 or Level2 (profiler_info).")
     aic_metrics: str | None = Field(None, description="AI Core metric set collected, e.g. ACL_AICORE_PIPE_UTILIZATION.")
     torch_npu_version: str | None = Field(None, description="torch_npu version (profiler_info, torch_npu >= 2.5).")
     cann_version: str | None = Field(None, description="CANN version (profiler_info, or the device info.json).")
-    hardware: str | None = Field(None, description="Chip family inferred from the PMU columns, e.g. 'Atlas A2/A3'.")
+    hardware: str | None = Field(None, description="Chip family inferred from the PMU columns, e.g. 'Atlas A2/A3'; the GPU's name from deviceProperties.")
     ai_core_count: int | None = Field(None, ge=0, description="AI (cube) cores per device (device info.json).")
     vector_core_count: int | None = Field(None, ge=0, description="AI vector cores per device (device info.json).")
     aic_frequency_mhz: float | None = Field(None, ge=0, description="AI Core clock in MHz (device info.json).")
@@ -322,20 +324,21 @@ class HostFact(Fact):
     family: ClassVar[str] = "host"
     source: ClassVar[str] = (
         "trace_view.json: CANN process (AscendCL@*, Node@launch), Python and Python GC processes, "
-        "Ascend Hardware tasks, HostToDevice flows; per ProfilerStep#N window"
+        "Ascend Hardware tasks, HostToDevice flows; per ProfilerStep#N window. On GPUs, *.pt.trace.json: "
+        "cuda_runtime calls (cuda*/hip*), cpu_op events, kernels linked to their launches by correlation"
     )
 
     rank: int = Field(ge=0, description="Rank.")
     steps: int = Field(ge=1, description="ProfilerStep windows in the trace (1 = the whole capture).")
-    compile_calls_per_step: Micros = Field(description="AscendCL@aclopCompileAndExecute calls (online operator compilation).")
+    compile_calls_per_step: Micros = Field(description="AscendCL@aclopCompileAndExecute calls (online operator compilation); GPU: nvrtc/hiprtc compilations.")
     compile_us_per_step: Micros = Field(description="Their total time, µs.")
-    sync_calls_per_step: Micros = Field(description="AscendCL@aclrtSynchronizeStream/Device/Event calls (host waits for the device).")
+    sync_calls_per_step: Micros = Field(description="AscendCL@aclrtSynchronizeStream/Device/Event calls (host waits for the device); GPU: cuda/hip Device/Stream/EventSynchronize.")
     sync_us_per_step: Micros = Field(description="Their total time, µs.")
-    free_calls_per_step: Micros = Field(0.0, description="AscendCL@aclrtFree / aclrtFreePhysical calls per step (memory returned to the device).")
+    free_calls_per_step: Micros = Field(0.0, description="AscendCL@aclrtFree / aclrtFreePhysical calls per step (memory returned to the device); GPU: cudaFree/hipFree.")
     free_us_per_step: Micros = Field(0.0, description="Their total time, µs.")
-    launch_calls_per_step: Micros = Field(description="Node@launch calls (kernel launches).")
-    launch_us_mean: Micros | None = Field(None, description="Mean Node@launch time: the host cost of one launch, µs.")
-    launch_latency_us_median: Micros | None = Field(None, description="Median launch → device start delay (HostToDevice flows), µs.")
+    launch_calls_per_step: Micros = Field(description="Node@launch calls (kernel launches); GPU: cudaLaunchKernel and the like.")
+    launch_us_mean: Micros | None = Field(None, description="Mean launch call time: the host cost of one launch, µs.")
+    launch_latency_us_median: Micros | None = Field(None, description="Median launch → device start delay (HostToDevice flows; GPU: correlation ids), µs.")
     launch_latency_us_p90: Micros | None = Field(None, description="90th percentile of that delay, µs.")
     tiny_kernel_share: Ratio | None = Field(None, description="Share of compute tasks shorter than launch_us_mean.")
     gc_calls_per_step: Micros = Field(description="Python GC pauses (recorded only with gc_detect_threshold).")
@@ -354,6 +357,31 @@ class HostFact(Fact):
     optimizer_kernels_per_step: Micros | None = Field(
         None, description="Device tasks launched from inside Optimizer.step regions per step (HostToDevice flows).")
     optimizer_kernel_us_per_step: Micros | None = Field(None, description="Their device time per step, µs.")
+
+
+class GpuFact(Fact):
+    """GPU time of one rank of a PyTorch trace, with Holistic Trace Analysis' definitions (whole capture)."""
+
+    family: ClassVar[str] = "gpu"
+    source: ClassVar[str] = ("*.pt.trace.json: kernel, gpu_memcpy, gpu_memset events (args.stream, correlation) and "
+                             "the cuda_runtime calls that launched them")
+
+    rank: int = Field(ge=0, description="Rank.")
+    device: str | None = Field(None, description="GPU name (deviceProperties).")
+    steps: int = Field(ge=1, description="ProfilerStep windows in the trace (1 = the whole capture).")
+    span_us: Micros = Field(description="Kernel span: first GPU activity start to last end, µs (the whole capture).")
+    idle_ratio: Ratio = Field(description="Share of the span with no GPU activity at all (HTA idle time).")
+    compute_ratio: Ratio = Field(description="Share of the span running compute kernels (HTA compute time).")
+    non_compute_ratio: Ratio = Field(description="Share running only communication or memory copies (HTA non-compute time).")
+    communication_ratio: Ratio = Field(description="Share of the span with an NCCL/RCCL kernel running.")
+    comm_comp_overlap: Ratio | None = Field(None, description="Share of NCCL time during which compute kernels run (HTA); absent without NCCL.")
+    idle_host_wait_ratio: Ratio = Field(description="Share of the streams' idle gaps where the next kernel was launched only after the stream drained (the host was late).")
+    idle_kernel_wait_ratio: Ratio = Field(description="Share of gaps under 30 µs between kernels launched in advance (launch overhead between kernels).")
+    idle_other_ratio: Ratio = Field(description="Share of the remaining gaps (waiting on events, other streams, synchronisation).")
+    host_wait_us_per_step: Micros = Field(description="Idle time per step on all streams caused by late launches, µs.")
+    fp32_gemm_share: Ratio = Field(description="Share of compute-kernel time in GEMMs on CUDA cores (names with sgemm, simt, gemmSN or dgemm): math AMP/TF32 would move to tensor cores.")
+    pageable_memcpy_per_step: Micros = Field(description="Host↔device copies from pageable memory per step (Memcpy … Pageable): not overlappable; pin_memory avoids them.")
+    memcpy_us_per_step: Micros = Field(description="GPU time of memory copies and sets per step, µs.")
 
 
 class ApiFact(Fact):
@@ -523,6 +551,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         MemoryFact,
         AllocationFact,
         HostFact,
+        GpuFact,
         DataLoaderFact,
         ApiFact,
         SpreadFact,

@@ -4,16 +4,44 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.ingest.ascend import read_rank
-from advisor.ingest.discover import discover
+from advisor.ingest.ascend import Reader, read_rank
+from advisor.ingest.discover import KINETO_FORMAT, Layout, discover
 from advisor.ingest.model import Coverage, CsvTable, Profile, RankData
 
 __all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile"]
 
 
 def load_profile(path: Path) -> Profile:
-    """Find the rank directories under ``path`` and read each; raises InputError if there are none."""
+    """Find the rank directories (or PyTorch traces) under ``path`` and read each; InputError if there are none."""
     layout = discover(path)
     coverage = Coverage(warnings=list(layout.warnings))
-    ranks = [read_rank(r.path, r.output_dir, r.rank, layout.base, coverage) for r in layout.ranks if r.rank is not None]
+    if layout.format == KINETO_FORMAT:
+        ranks = _read_traces(layout, coverage)
+    else:
+        ranks = [read_rank(r.path, r.output_dir, r.rank, layout.base, coverage) for r in layout.ranks if r.rank is not None]
     return Profile(root=path, base=layout.base, format=layout.format, ranks=ranks, coverage=coverage)
+
+
+def _read_traces(layout: Layout, coverage: Coverage) -> list[RankData]:
+    """Read every trace; ranks come from distributedInfo, and a missing or repeated one gets the next free number."""
+    from advisor.ingest.gpu import attach_nccl_waits, read_gpu_rank  # it imports facts, which import this package
+
+    reader = Reader(layout.base, coverage)
+    found = [rank for trace in layout.ranks if (rank := reader.read(trace.path, read_gpu_rank)) is not None]
+    taken: set[int] = set()
+    renumber = []
+    for rank in found:
+        if rank.rank < 0 or rank.rank in taken:
+            renumber.append(rank)
+        else:
+            taken.add(rank.rank)
+    for rank in renumber:
+        number = next(n for n in range(len(found) + len(taken) + 1) if n not in taken)
+        why = "records no rank" if rank.rank < 0 else f"repeats rank {rank.rank}"
+        if rank.rank >= 0 or len(found) > 1:
+            coverage.warnings.append(f"{reader.shown(rank.path)}: {why} (distributedInfo); numbered rank {number}")
+        rank.rank = number
+        taken.add(number)
+    found.sort(key=lambda r: r.rank)
+    attach_nccl_waits(found)
+    return found

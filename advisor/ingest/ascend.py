@@ -132,7 +132,7 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     and analysis.db) when it is — never both, so a directory holding both is not counted twice.
     """
     data = RankData(rank=rank, path=rank_dir, output_dir=output_dir)
-    reader = _Reader(base, coverage)
+    reader = Reader(base, coverage)
 
     info_files = sorted(rank_dir.glob("profiler_info*.json"))
     if info_files:
@@ -157,7 +157,7 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     return data
 
 
-def _read_text_export(data: RankData, output_dir: Path, reader: _Reader) -> None:
+def _read_text_export(data: RankData, output_dir: Path, reader: Reader) -> None:
     data.step_trace = reader.read(output_dir / "step_trace_time.csv", _csv(STEP_TRACE_COLUMNS))
     data.kernels = reader.read(output_dir / "kernel_details.csv", _csv(KERNEL_COLUMNS))
     data.op_statistic = reader.read(output_dir / "op_statistic.csv", _csv(OP_STATISTIC_COLUMNS))
@@ -174,7 +174,7 @@ def _read_text_export(data: RankData, output_dir: Path, reader: _Reader) -> None
         reader.partly_read(trace, data.trace.truncation)
 
 
-def _read_db_export(data: RankData, database: Path, reader: _Reader) -> None:
+def _read_db_export(data: RankData, database: Path, reader: Reader) -> None:
     """The DB export: every table from the profiler DB and analysis.db, none from text files."""
     analysis = database.parent / ANALYSIS_DB
     data.export = "db"
@@ -221,12 +221,15 @@ def report_progress(shown: str, path: Path) -> None:
         listener(shown, size)
 
 
-class _Reader:
+class Reader:
     """Runs one file reader, recording the outcome (read, missing, skipped) in the coverage."""
 
     def __init__(self, base: Path, coverage: Coverage) -> None:
         self.base = base
         self.coverage = coverage
+
+    def shown(self, path: Path) -> str:
+        return display_path(path, self.base)
 
     def was_skipped(self, path: Path) -> bool:
         shown = display_path(path, self.base)

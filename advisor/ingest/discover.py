@@ -11,9 +11,12 @@ from advisor.ingest.ascend import OUTPUT_DIR, rank_id_from_dir
 
 _MAX_DEPTH = 4
 _SUPPORTED_HINT = (
-    "advisor reads Ascend profiler output: a *_ascend_pt (or *_ascend_ms) directory, the directory "
-    "holding several of them (a cluster), or an ASCEND_PROFILER_OUTPUT directory"
+    "advisor reads Ascend profiler output (a *_ascend_pt or *_ascend_ms directory, the directory holding several "
+    "of them — a cluster —, or an ASCEND_PROFILER_OUTPUT directory) and PyTorch profiler traces (a "
+    "*.pt.trace.json[.gz] file, or a directory of them, one per rank)"
 )
+KINETO_FORMAT = "pytorch-kineto"
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ def discover(path: Path) -> Layout:
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     if path.is_file():
+        if path.name.endswith(TRACE_SUFFIXES) or path.name.endswith((".json", ".json.gz")) and not _in_ascend_output(path):
+            return Layout(format=KINETO_FORMAT, ranks=[RankDir(path, path.parent, None)], base=path.parent, warnings=[])
         raise InputError(f"{path}: is a file; {_SUPPORTED_HINT}")
     if not os.access(path, os.R_OK | os.X_OK):
         raise InputError(f"{path}: directory cannot be read (permission denied)")
@@ -55,6 +60,9 @@ def discover(path: Path) -> Layout:
         found = [RankDir(d, d / OUTPUT_DIR, rank_id_from_dir(d)) for d in _find_rank_dirs(path)]
         base = path
     if not found:
+        traces = _find_traces(path)
+        if traces:
+            return Layout(format=KINETO_FORMAT, ranks=[RankDir(t, t.parent, None) for t in traces], base=path, warnings=[])
         raise InputError(f"{path}: no profiler output found; {_SUPPORTED_HINT}")
 
     ranks, warnings = _resolve_ranks(found)
@@ -64,6 +72,27 @@ def discover(path: Path) -> Layout:
 
 def _is_rank_dir(path: Path) -> bool:
     return (path / OUTPUT_DIR).is_dir() or any(path.glob("profiler_info*.json"))
+
+
+def _in_ascend_output(path: Path) -> bool:
+    """A JSON file of an Ascend rank directory (trace_view.json and friends), not a PyTorch trace."""
+    return path.parent.name == OUTPUT_DIR or _is_rank_dir(path.parent)
+
+
+def _find_traces(root: Path) -> list[Path]:
+    """The *.pt.trace.json[.gz] files under ``root`` (to the same depth as rank directories), by path."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for current, dirs, files in os.walk(root, followlinks=True):
+        here = Path(current)
+        real = here.resolve()
+        if real in seen or len(here.relative_to(root).parts) > _MAX_DEPTH:
+            dirs.clear()
+            continue
+        seen.add(real)
+        dirs.sort()
+        found.extend(here / name for name in sorted(files) if name.endswith(TRACE_SUFFIXES))
+    return found
 
 
 def _find_rank_dirs(root: Path) -> list[Path]:

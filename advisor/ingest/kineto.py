@@ -10,7 +10,7 @@ The rank comes from ``distributedInfo.rank``. Timestamps are µs; a trace that d
 (``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``) are accepted. Events are decoded by msgspec into structs
 holding only these fields; a ``.gz`` trace is decompressed within the limits of ``ingest.limits``.
 
-This reader is the first part of GPU support (issue #7); the GPU facts are in ``facts/gpu.py``.
+``ingest/gpu.py`` turns these tables into a RankData; the GPU-only analyses are in ``facts/gpu.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
 CPU_CATEGORIES = {"cpu_op", "operator", "user_annotation"}
 COMMUNICATION_KERNEL = re.compile(r"^(nccl|rccl)|ncclKernel|ncclDevKernel", re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(hip)?(Memcpy|Memset)|^dma", re.IGNORECASE)
-CPU_EVENTS = re.compile(r"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^aten::", re.IGNORECASE)
+CPU_EVENTS = re.compile(r"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^aten::|SyncBatchNorm", re.IGNORECASE)
 
 
 class _Args(msgspec.Struct):
@@ -56,8 +56,13 @@ class _Distributed(msgspec.Struct):
     rank: Union[int, None] = None
 
 
+class _Device(msgspec.Struct):
+    name: Union[str, None] = None
+
+
 class _Trace(msgspec.Struct):
     traceEvents: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_Distributed, None] = None
     displayTimeUnit: Union[str, None] = None
 
@@ -76,6 +81,7 @@ class KinetoTrace:
     runtime: pd.DataFrame  # name, correlation, tid, ts, dur
     cpu: pd.DataFrame  # name, tid, ts, dur
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
+    device_name: str | None = None  # deviceProperties[0].name, e.g. "NVIDIA H100 80GB HBM3"
     warnings: list[str] = field(default_factory=list)
 
 
@@ -116,12 +122,14 @@ def read_kineto(path: Path) -> KinetoTrace:
         elif category in CPU_CATEGORIES and CPU_EVENTS.search(name):
             cpu.append((name, event.tid, ts, dur))
     rank = document.distributedInfo.rank if document.distributedInfo is not None else None
+    device = next((d.name for d in document.deviceProperties or [] if d.name), None)
     trace = KinetoTrace(
         path=path, rank=rank,
         gpu=pd.DataFrame(gpu, columns=["name", "kind", "stream", "device", "correlation", "ts", "dur"]),
         runtime=pd.DataFrame(runtime, columns=["name", "correlation", "tid", "ts", "dur"]),
         cpu=pd.DataFrame(cpu, columns=["name", "tid", "ts", "dur"]),
         memory=pd.DataFrame(memory, columns=["ts", "allocated_mb", "reserved_mb"]),
+        device_name=device,
     )
     if bad:
         trace.warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")

@@ -11,8 +11,11 @@ from pydantic import BaseModel, Field
 
 from advisor.ingest.paths import display_path
 
-if TYPE_CHECKING:  # trace.py imports FileProblem from here
+if TYPE_CHECKING:  # trace.py and kineto.py import FileProblem from here
+    from advisor.ingest.kineto import KinetoTrace
     from advisor.ingest.trace import TraceTables
+
+PLATFORM_OF_FORMAT = {"ascend-pytorch": "ascend", "ascend-mindspore": "ascend", "pytorch-kineto": "gpu"}
 
 
 class FileProblem(Exception):
@@ -58,7 +61,7 @@ class CommunicationTables:
 
 @dataclass
 class RankData:
-    """Everything read from one rank's ``*_ascend_pt`` directory."""
+    """Everything read from one rank: an ``*_ascend_pt`` directory, or a PyTorch profiler trace (``platform`` gpu)."""
 
     rank: int
     path: Path
@@ -76,7 +79,9 @@ class RankData:
     operator_memory: CsvTable | None = None
     module_memory: CsvTable | None = None
     trace: TraceTables | None = None
-    export: str = "text"  # "db" when the tables came from ascend_pytorch_profiler_{rank}.db and analysis.db
+    export: str = "text"  # "db": ascend_pytorch_profiler_{rank}.db and analysis.db; "kineto": a *.pt.trace.json
+    platform: str = "ascend"  # "gpu" for a Kineto trace
+    kineto: KinetoTrace | None = None  # the trace's own tables (GPU ranks)
     stand_ins: dict[str, Path] = field(default_factory=dict)  # text file name -> the DB file its table came from
 
     def file(self, name: str) -> Path:
@@ -93,6 +98,11 @@ class Profile:
     format: str
     ranks: list[RankData]
     coverage: Coverage
+
+    @property
+    def platform(self) -> str:
+        """'ascend' or 'gpu': which rules and knowledge apply."""
+        return PLATFORM_OF_FORMAT.get(self.format, "ascend")
 
     def shown(self, path: Path) -> str:
         """How ``path`` appears in reports: relative to the directory that holds the rank directories."""

@@ -1,0 +1,128 @@
+"""Turn PyTorch profiler (Kineto) traces into RankData, so GPU ranks go through the same fact code as Ascend ones.
+
+Each trace becomes the tables an Ascend rank has (``stand_ins`` maps every text-export name to the trace):
+
+* step_trace_time.csv ← ``facts.gpu.step_breakdown`` (per ProfilerStep#N, GPU activity by launch correlation);
+* kernel_details.csv ← the GPU activity with canonical columns (``kineto.kernel_table``);
+* memory_record.csv ← the ``[memory]`` instants (Total Allocated / Total Reserved after each allocator event),
+  as the allocator's own series (component ``PTA``, the name the memory facts read);
+* trace_view.json ← host CPU ops (ProfilerStep, DataLoader, Optimizer.step, aten::), runtime calls
+  (``cuda*``/``hip*``), the GPU activity as device tasks and the launch → kernel pairs by correlation;
+* communication.json ← NCCL kernels, only for 2+ ranks: each collective is matched across ranks by step, type
+  and order, its transfer time taken as the fastest rank's duration and the rest of each rank's as waiting for
+  the others (a rank that arrives late waits least). A single rank has no way to tell, so it gets none.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from advisor.facts.gpu import launch_steps, step_breakdown
+from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
+from advisor.ingest.model import CommunicationTables, CsvTable, RankData
+from advisor.ingest.trace import TraceTables
+
+STAND_IN_FILES = ("step_trace_time.csv", "kernel_details.csv", "memory_record.csv", "trace_view.json",
+                  "communication.json")
+_NCCL_OP = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|SendRecv|Send|Recv)", re.IGNORECASE)
+_P2P = {"sendrecv", "send", "recv"}
+
+
+def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
+    """One trace as a RankData (rank from distributedInfo, else 0 — the loader renumbers clashes)."""
+    trace = read_kineto(path)
+    warnings.extend(trace.warnings)
+    data = RankData(rank=trace.rank if trace.rank is not None and trace.rank >= 0 else -1, path=path,
+                    output_dir=path.parent, platform="gpu", export="kineto", kineto=trace)
+    data.stand_ins = dict.fromkeys(STAND_IN_FILES, path)
+    data.device_id = int(trace.gpu["device"].dropna().iloc[0]) if trace.gpu["device"].notna().any() else None
+    steps = launch_steps(trace.gpu, trace.runtime, trace.cpu)
+    breakdown = step_breakdown(trace.gpu, trace.runtime, trace.cpu)
+    if not breakdown.empty:
+        data.step_trace = CsvTable(path, breakdown, header=list(breakdown.columns))
+        partial = partial_steps(trace, steps)
+        if partial:
+            warnings.append(f"ProfilerStep {', '.join(map(str, partial))}: some launches have no GPU activity in the "
+                            "trace (the capture ended or began inside the step); the step is kept, its device "
+                            "times are a lower bound")
+    if not trace.gpu.empty:
+        kernels = kernel_table(trace, steps)
+        data.kernels = CsvTable(path, kernels, header=list(kernels.columns))
+    if not trace.memory.empty:
+        memory = trace.memory.rename(columns={"ts": "timestamp_us"}).assign(component="PTA", active_mb=float("nan"))
+        data.memory_record = CsvTable(path, memory, header=list(memory.columns))
+    data.trace = trace_tables(trace)
+    return data
+
+
+def partial_steps(trace: KinetoTrace, steps: pd.Series) -> list[int]:
+    """Steps holding a kernel launch whose GPU activity is not in the trace."""
+    launches = trace.runtime.loc[trace.runtime["correlation"].notna() & trace.runtime["name"].str.contains("Launch")]
+    missing = launches.loc[~launches["correlation"].isin(trace.gpu["correlation"].dropna())]
+    if missing.empty:
+        return []
+    numbers = trace.cpu["name"].str.extract(r"^ProfilerStep#(\d+)$", expand=False)
+    windows = trace.cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int))
+    found = set()
+    for ts in missing["ts"]:
+        hit = windows.loc[(windows["ts"] <= ts) & (ts <= windows["ts"] + windows["dur"]), "step"]
+        found.update(int(s) for s in hit)
+    return sorted(found)
+
+
+def trace_tables(trace: KinetoTrace) -> TraceTables:
+    """The host-side tables of the trace in trace_view.json's shape (device tasks typed by their kind)."""
+    gpu = trace.gpu
+    pairs = gpu.dropna(subset=["correlation"]).merge(
+        trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")[["correlation", "ts"]],
+        on="correlation", suffixes=("", "_launch"))
+    return TraceTables(
+        host=trace.cpu.assign(cat="cpu_op")[["name", "cat", "tid", "ts", "dur"]],
+        apis=trace.runtime[["name", "tid", "ts", "dur"]],
+        device=pd.DataFrame({"stream": gpu["stream"], "name": gpu["name"], "task_type": gpu["kind"], "ts": gpu["ts"],
+                             "dur": gpu["dur"]}),
+        overlap=pd.DataFrame(columns=["lane", "ts", "dur"]),
+        launches=pd.DataFrame({"launch_ts": pairs["ts_launch"], "device_ts": pairs["ts"]}).sort_values("launch_ts",
+                                                                                                  ignore_index=True),
+    )
+
+
+def nccl_collectives(trace: KinetoTrace, steps: pd.Series) -> pd.DataFrame:
+    """The NCCL kernels of one rank: step, op type, its order among that type in the step, duration (µs)."""
+    comm = trace.gpu.loc[trace.gpu["kind"] == "communication"]
+    op = comm["name"].str.extract(_NCCL_OP, expand=False).fillna("Other")
+    frame = pd.DataFrame({"step": steps.loc[comm.index].fillna(""), "op_type": op, "ts": comm["ts"], "dur": comm["dur"]})
+    frame = frame.sort_values("ts", kind="stable")
+    frame["order"] = frame.groupby(["step", "op_type"]).cumcount()
+    return frame
+
+
+def attach_nccl_waits(ranks: list[RankData]) -> None:
+    """Give each GPU rank communication tables from its NCCL kernels matched across ranks (2+ ranks only)."""
+    gpu_ranks = [r for r in ranks if r.kineto is not None and r.kernels is not None]
+    if len(gpu_ranks) < 2:
+        return
+    per_rank = {r.rank: nccl_collectives(r.kineto, r.kernels.frame["step"]) for r in gpu_ranks}
+    everything = pd.concat([f.assign(rank=rank) for rank, f in per_rank.items()], ignore_index=True)
+    if everything.empty:
+        return
+    key = ["step", "op_type", "order"]
+    seen = everything.groupby(key)["rank"].transform("nunique")
+    fastest = everything.groupby(key)["dur"].transform("min")
+    matched = everything.assign(transit=fastest.where(seen == len(per_rank)))
+    for rank in gpu_ranks:
+        rows = matched.loc[(matched["rank"] == rank.rank) & matched["transit"].notna()]
+        if rows.empty:
+            continue
+        kind = rows["op_type"].str.lower().map(lambda op: "p2p" if op in _P2P else "collective")
+        ops = pd.DataFrame({
+            "step": rows["step"].replace("", None), "kind": kind,
+            "op_name": rows["op_type"] + "#" + rows["order"].astype(str), "group": "nccl",
+            "elapse_ms": rows["dur"] / 1000, "transit_ms": rows["transit"] / 1000,
+            "wait_ms": (rows["dur"] - rows["transit"]) / 1000, "synchronization_ms": 0.0, "idle_ms": 0.0,
+        }).reset_index(drop=True)
+        traffic = pd.DataFrame(columns=["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"])
+        rank.communication = CommunicationTables(ops=ops, traffic=traffic)
