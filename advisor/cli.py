@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,6 +22,8 @@ from advisor.diagnose import diagnose
 from advisor.report import Report
 from advisor.usercontext import UserContext, build_context
 from advisor.version import VERSION
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="advisor",
@@ -126,7 +128,8 @@ def diagnose_command(
         fmt = _resolve_format(output_format, output)
         user = build_context(env or [], env_file or [], context)
         book = _rulebook(rules, skip_broken=True)
-        report = _run_with_progress(path, (lang.value if lang else _locale_language()), user, book)
+        language = lang.value if lang else _locale_language()
+        report = _with_progress(f"Diagnosing {path}", lambda: diagnose(path, lang=language, context=user, rulebook=book))
         _write(report, fmt, output, explain)
         raise typer.Exit(_exit_code(report, fail_on))
 
@@ -327,8 +330,67 @@ def explain_command(
         book = _rulebook(rules)
         rule = _find_rule(book, rule_id)
         analysis = analyse(path, book, build_context(env or [], env_file or [], context))
-        for line in explain_lines(rule, analysis.firings, analysis.all_facts):
+        for line in explain_lines(rule, analysis.firings, analysis.all_facts, analysis.profile.platform):
             typer.echo(line)
+
+
+@app.command("compare")
+def compare_command(
+    base: Annotated[Path, typer.Argument(metavar="BASE", help="The reference profile: a GPU trace, an Ascend directory or a cluster.")],
+    target: Annotated[Path, typer.Argument(metavar="TARGET", help="The profile compared with it (e.g. the NPU run, or the run after a fix).")],
+    output_format: Annotated[
+        Optional[OutputFormat], typer.Option("--format", "-f", help="Output format; default: from -o's suffix, else terminal.")
+    ] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the comparison to this file.")] = None,
+    lang: Annotated[Optional[Language], typer.Option("--lang", help="Report language; default: from the locale.")] = None,
+    fail_on: Annotated[
+        Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding about the difference has this severity or higher.")
+    ] = None,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    rules: RulesOption = None,
+    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    debug: DebugOption = False,
+) -> None:
+    """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after)."""
+    from advisor.compare import compare
+    from advisor.render.comparison import (
+        render_comparison_html,
+        render_comparison_json,
+        render_comparison_markdown,
+        render_comparison_terminal,
+    )
+
+    with _guard(debug):
+        fmt = _resolve_format(output_format, output)
+        user = build_context(env or [], env_file or [], context)
+        book = _rulebook(rules, skip_broken=True)
+        language = lang.value if lang else _locale_language()
+        result = _with_progress(f"Comparing {base} with {target}",
+                                lambda: compare(base, target, book, lang=language, context=user))
+        if fmt is OutputFormat.terminal:
+            if output is not None:
+                with output.open("w", encoding="utf-8") as handle:
+                    render_comparison_terminal(result, Console(file=handle, width=100, no_color=True))
+            else:
+                render_comparison_terminal(result, Console(width=min(Console().width, 120)))
+        else:
+            _emit({OutputFormat.md: render_comparison_markdown, OutputFormat.html: render_comparison_html,
+                   OutputFormat.json: render_comparison_json}[fmt](result), output)
+        for warning in result.warnings:
+            _note(warning)
+        raise typer.Exit(_compare_exit_code(result, fail_on))
+
+
+def _compare_exit_code(result, fail_on: FailOn | None) -> int:
+    if "empty" in (result.base.status, result.target.status):
+        return errors.EXIT_NOTHING_DIAGNOSED
+    if fail_on is not None and any(_SEVERITY_RANK[f.severity] <= _SEVERITY_RANK[fail_on.value] for f in result.findings):
+        return errors.EXIT_FAIL_ON
+    if "partial" in (result.base.status, result.target.status):
+        return errors.EXIT_PARTIAL
+    return errors.EXIT_OK
 
 
 plan_app = typer.Typer(help="Planners: concrete settings computed from shapes, sizes and measured times.", no_args_is_help=True)
@@ -462,15 +524,15 @@ def main() -> None:
     app()
 
 
-def _run_with_progress(path: Path, lang: str, user: UserContext, book) -> Report:
-    """Diagnose; on a terminal, show which file is being read (never on a pipe, so JSON stays clean)."""
+def _with_progress(what: str, work: Callable[[], T]) -> T:
+    """Run ``work``; on a terminal, show which file is being read (never on a pipe, so JSON stays clean)."""
     from advisor.ingest.ascend import PROGRESS
 
     stderr = Console(stderr=True)
     if not stderr.is_terminal:
-        return diagnose(path, lang=lang, context=user, rulebook=book)
+        return work()
     read = {"files": 0, "bytes": 0}
-    with stderr.status(f"Diagnosing {path} …") as status:
+    with stderr.status(f"{what} …") as status:
 
         def show(file: str, size: int) -> None:
             read["files"] += 1
@@ -479,7 +541,7 @@ def _run_with_progress(path: Path, lang: str, user: UserContext, book) -> Report
 
         token = PROGRESS.set(show)
         try:
-            return diagnose(path, lang=lang, context=user, rulebook=book)
+            return work()
         finally:
             PROGRESS.reset(token)
 
@@ -510,18 +572,23 @@ def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool
         else:
             render_terminal(report, Console(width=min(Console().width, 120)), explain)
     else:
-        text = {OutputFormat.md: render_markdown, OutputFormat.html: render_html, OutputFormat.json: render_json}[fmt](report)
-        if output is None:
-            sys.stdout.write(text)
-        else:
-            try:
-                output.write_text(text, encoding="utf-8")
-            except OSError as exc:
-                raise errors.InputError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
-            _note(f"report written to {output}")
+        _emit({OutputFormat.md: render_markdown, OutputFormat.html: render_html, OutputFormat.json: render_json}[fmt](report),
+              output)
     _note_coverage(report.coverage)
     if report.status == "empty":
         _note("nothing could be diagnosed: no step or operator data was readable", level="error")
+
+
+def _emit(text: str, output: Path | None) -> None:
+    """Print a rendered document, or write it to ``output``."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise errors.InputError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
+    _note(f"report written to {output}")
 
 
 def _exit_code(report: Report, fail_on: FailOn | None) -> int:

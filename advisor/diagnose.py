@@ -71,7 +71,11 @@ def diagnose(
     data), and ``coverage`` says what was read, missing and skipped.
     """
     book = rulebook or default_rulebook()
-    result = analyse(path, book, context)
+    return build_report(analyse(path, book, context), book, lang, str(path))
+
+
+def build_report(result: Analysis, book: RuleBook, lang: Lang, path: str) -> Report:
+    """The report of an analysis: findings planned from the firings, coverage, facts."""
     profile, facts = result.profile, result.facts
     skipped = [SkippedFile(file=s.file, reason=s.reason) for s in profile.coverage.skipped]
     skipped += [
@@ -82,7 +86,7 @@ def diagnose(
         tool=ToolInfo(version=VERSION, packs=[_pack_used(p) for p in book.packs]),
         lang=lang,
         status=_status(facts, bool(skipped or profile.coverage.partly_read)),
-        input=_input_info(str(path), profile, facts),
+        input=_input_info(path, profile, facts),
         summary=summarize(facts, result.firings),
         findings=plan_findings(result.firings, result.all_facts, book, lang),
         facts=[{"type": f.family, **f.model_dump()} for f in result.all_facts],

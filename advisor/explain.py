@@ -13,10 +13,13 @@ from advisor.rulebook import Rule
 _MAX_FIRINGS_SHOWN = 5
 
 
-def explain_lines(rule: Rule, firings: Sequence[Firing], facts: Sequence[Fact]) -> list[str]:
+def explain_lines(rule: Rule, firings: Sequence[Firing], facts: Sequence[Fact], platform: str = "ascend") -> list[str]:
     """The explanation as lines of plain text (input-derived text has control characters removed)."""
     mine = [f for f in firings if f.rule_id == rule.id]
     lines = [f"{rule.id} ({rule.pack}: {rule.shown_path}): {rule.spec.title.en}"]
+    if platform not in rule.spec.platforms:
+        lines.append(f"NOT RUN: the rule runs on {', '.join(rule.spec.platforms)} profiles; this one is a {platform} profile")
+        return lines
     if mine:
         lines.append(f"FIRED {len(mine)} time(s)" + (f"; the first {_MAX_FIRINGS_SHOWN}:" if len(mine) > _MAX_FIRINGS_SHOWN else ":"))
         derived_by = {fact.id: firing for firing in firings for fact in firing.derived}

@@ -236,6 +236,8 @@ def test_the_python_evaluation_agrees_with_the_engine_on_every_rule():
     analysis = analyse(FIXTURE, book)
     fired = {f.rule_id for f in analysis.firings}
     for rule in book.rules.values():
+        if analysis.profile.platform not in rule.spec.platforms:
+            continue
         holds = any(group.holds for group in explain_rule(rule.spec, analysis.all_facts))
         assert holds == (rule.id in fired), rule.id
 

@@ -47,6 +47,7 @@ Category = Literal[
     "kernel-efficiency",
     "environment",
     "profiling",
+    "comparison",
 ]
 
 

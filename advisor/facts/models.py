@@ -533,6 +533,62 @@ class BottleneckFact(Fact):
     ratio: Ratio = Field(description="Share of step time of the deciding component.")
 
 
+class _Delta(Fact):
+    """A measure on the base and the target profile of ``advisor compare`` (per step, mean over ranks)."""
+
+    base_us: Micros = Field(description="Its time per step on BASE, µs.")
+    target_us: Micros = Field(description="Its time per step on TARGET, µs.")
+    diff_us: float = Field(description="target_us − base_us (negative: TARGET is faster), µs.")
+    ratio: Micros | None = Field(None, description="target_us / base_us; absent when BASE has none of it.")
+    share_of_base_step: float = Field(description="diff_us / BASE's step time (negative when TARGET is faster).")
+
+
+class StepDeltaFact(_Delta):
+    """One component of the step breakdown, BASE vs TARGET (advisor compare)."""
+
+    family: ClassVar[str] = "step_delta"
+    source: ClassVar[str] = "the profile-wide breakdown facts of BASE and TARGET"
+
+    component: Literal["step_time", "compute", "communication", "free"] = Field(
+        description="step_time, compute, communication (not overlapped) or free.")
+
+
+class OperatorDeltaFact(_Delta):
+    """One operator matched across BASE and TARGET (advisor compare), by type on one platform, by class across vendors."""
+
+    family: ClassVar[str] = "operator_delta"
+    source: ClassVar[str] = "kernel_details.csv / the Kineto kernels of BASE and TARGET, compute kernels only"
+
+    key: str = Field(description="What was matched: the operator type (same platform) or its class, e.g. matmul, attention.")
+    matched_by: Literal["type", "class"] = Field(description="type: identical operator types; class: normalised classes across vendors.")
+    base_types: str = Field(description="BASE's operator types under the key (comma-separated, longest first).")
+    target_types: str = Field(description="TARGET's operator types under the key.")
+    base_count: Micros = Field(description="Launches per step on BASE.")
+    target_count: Micros = Field(description="Launches per step on TARGET.")
+    position: int = Field(ge=1, description="1 for the largest regression (diff_us), 2 for the next, …")
+
+
+class CollectiveDeltaFact(_Delta):
+    """One collective type (AllReduce, AllGather, …) across BASE and TARGET (advisor compare)."""
+
+    family: ClassVar[str] = "collective_delta"
+    source: ClassVar[str] = "communication kernels (hcom_*, nccl*) of BASE and TARGET"
+
+    collective: str = Field(description="allreduce, allgather, reducescatter, broadcast, alltoall, send, recv or reduce.")
+
+
+class MemoryDeltaFact(Fact):
+    """Peak device memory, BASE vs TARGET (advisor compare; the largest rank of each)."""
+
+    family: ClassVar[str] = "memory_delta"
+    source: ClassVar[str] = "the memory facts of BASE and TARGET"
+
+    base_peak_mb: Micros = Field(description="Peak reserved memory on BASE, MB.")
+    target_peak_mb: Micros = Field(description="Peak reserved memory on TARGET, MB.")
+    diff_mb: float = Field(description="target_peak_mb − base_peak_mb, MB.")
+    ratio: Micros | None = Field(None, description="target_peak_mb / base_peak_mb.")
+
+
 FACT_FAMILIES: dict[str, type[Fact]] = {
     model.family: model
     for model in (
@@ -559,5 +615,9 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         LayoutFact,
         PipelineFact,
         BottleneckFact,
+        StepDeltaFact,
+        OperatorDeltaFact,
+        CollectiveDeltaFact,
+        MemoryDeltaFact,
     )
 }

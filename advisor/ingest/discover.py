@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from advisor.errors import InputError
 from advisor.ingest.ascend import OUTPUT_DIR, rank_id_from_dir
 
 _MAX_DEPTH = 4
+_SNIFF_BYTES = 64 << 10
 _SUPPORTED_HINT = (
     "advisor reads Ascend profiler output (a *_ascend_pt or *_ascend_ms directory, the directory holding several "
     "of them — a cluster —, or an ASCEND_PROFILER_OUTPUT directory) and PyTorch profiler traces (a "
@@ -43,7 +46,7 @@ def discover(path: Path) -> Layout:
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     if path.is_file():
-        if path.name.endswith(TRACE_SUFFIXES) or path.name.endswith((".json", ".json.gz")) and not _in_ascend_output(path):
+        if path.name.endswith(TRACE_SUFFIXES) or _looks_like_kineto(path):
             return Layout(format=KINETO_FORMAT, ranks=[RankDir(path, path.parent, None)], base=path.parent, warnings=[])
         raise InputError(f"{path}: is a file; {_SUPPORTED_HINT}")
     if not os.access(path, os.R_OK | os.X_OK):
@@ -74,9 +77,16 @@ def _is_rank_dir(path: Path) -> bool:
     return (path / OUTPUT_DIR).is_dir() or any(path.glob("profiler_info*.json"))
 
 
-def _in_ascend_output(path: Path) -> bool:
-    """A JSON file of an Ascend rank directory (trace_view.json and friends), not a PyTorch trace."""
-    return path.parent.name == OUTPUT_DIR or _is_rank_dir(path.parent)
+def _looks_like_kineto(path: Path) -> bool:
+    """A .json[.gz] file outside Ascend output whose start names the keys of a PyTorch profiler trace."""
+    if not path.name.endswith((".json", ".json.gz")) or path.parent.name == OUTPUT_DIR or _is_rank_dir(path.parent):
+        return False
+    try:
+        with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as handle:
+            head = handle.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return any(key in head for key in (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"'))
 
 
 def _find_traces(root: Path) -> list[Path]:

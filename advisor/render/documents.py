@@ -35,14 +35,14 @@ _INLINE_CODE = re.compile(r"`([^`]+)`")
 
 def render_markdown(report: Report) -> str:
     """The report as Markdown for issue trackers (GitHub, GitLab, Gitee, Jira with Markdown)."""
-    template = _environment("md").get_template("report.md.j2")
+    template = environment("md").get_template("report.md.j2")
     text = template.render(**_context(report))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML file (inline CSS, no scripts, no network)."""
-    template = _environment("html").get_template("report.html.j2")
+    template = environment("html").get_template("report.html.j2")
     css = (data_dir("reports") / "report.css").read_text(encoding="utf-8")
     context = _context(report)
     charts = report_charts(report, context["L"])
@@ -67,10 +67,13 @@ def md_escape(text: str) -> str:
 
 def _context(report: Report) -> dict:
     words = labels(report.lang)
+    return {**finding_context(words), "report": report, "verdict": verdict_sentence(report, words)}
+
+
+def finding_context(words: dict[str, str]) -> dict:
+    """What the finding partials (finding.md.j2, finding.html.j2) use: labels and formatters."""
     return {
-        "report": report,
         "L": words,
-        "verdict": verdict_sentence(report, words),
         "us": fmt_us,
         "pct": fmt_pct,
         "val": fmt_value,
@@ -82,7 +85,8 @@ def _context(report: Report) -> dict:
 
 
 @lru_cache(maxsize=2)
-def _environment(kind: str) -> Environment:
+def environment(kind: str) -> Environment:
+    """The Jinja2 environment of the templates in reports/: 'html' (autoescaped) or 'md' (Markdown-escaped)."""
     html = kind == "html"
     env = Environment(
         loader=FileSystemLoader(str(data_dir("reports"))),

@@ -90,17 +90,7 @@ def render_terminal(report: Report, console: Console, explain: bool = False) -> 
                           title, _short_gain(finding, words), ", ".join(map(str, finding.ranks)) or "–")
         console.print(table)
     for index, finding in enumerate(report.findings, 1):
-        severity = Text(words[f"severity_{finding.severity}"].upper(), style=_SEVERITY_STYLE[finding.severity])
-        title = Text(f"{index}. ") + severity + Text(" ") + Text(finding.title, style="bold")
-        if finding.key:
-            title += Text(": ") + clean(finding.key)
-        meta = Text(f"{words['gain']}: {gain_text(finding, words)} · {words['ranks']}: "
-                    f"{', '.join(map(str, finding.ranks)) or '–'} · {finding.id}", style="dim")
-        actions = [clean(f"→ {p.title}: {p.actions[0]}") for p in finding.prescriptions]
-        parts = [meta, clean(finding.explanation), *actions]
-        if explain:
-            parts.append(_why(finding, words))
-        console.print(Group(title, Padding(Group(*parts), (0, 0, 1, 3))))
+        print_finding(console, finding, index, words, explain)
 
     coverage = report.coverage
     if coverage.skipped or coverage.partly_read or coverage.missing or coverage.warnings:
@@ -113,6 +103,21 @@ def render_terminal(report: Report, console: Console, explain: bool = False) -> 
             console.print(Text("– ", style="dim") + clean(f"{missing} ({words['files_missing'].lower()})"))
         for warning in coverage.warnings:
             console.print(Text("! ", style="yellow") + clean(warning))
+
+
+def print_finding(console: Console, finding, index: int, words: dict[str, str], explain: bool = False) -> None:
+    """One finding: numbered title with severity, gain, explanation, the first action of each prescription."""
+    severity = Text(words[f"severity_{finding.severity}"].upper(), style=_SEVERITY_STYLE[finding.severity])
+    title = Text(f"{index}. ") + severity + Text(" ") + Text(finding.title, style="bold")
+    if finding.key:
+        title += Text(": ") + clean(finding.key)
+    meta = Text(f"{words['gain']}: {gain_text(finding, words)} · {words['ranks']}: "
+                f"{', '.join(map(str, finding.ranks)) or '–'} · {finding.id}", style="dim")
+    actions = [clean(f"→ {p.title}: {p.actions[0]}") for p in finding.prescriptions]
+    parts = [meta, clean(finding.explanation), *actions]
+    if explain:
+        parts.append(_why(finding, words))
+    console.print(Group(title, Padding(Group(*parts), (0, 0, 1, 3))))
 
 
 def _short_gain(finding, words: dict[str, str]) -> str:

@@ -1,0 +1,350 @@
+"""``advisor compare BASE TARGET``: two profiles side by side, and a diagnosis of the difference.
+
+Each side is read and diagnosed as ``advisor diagnose`` would. Then, per step and averaged over ranks:
+the step breakdown, every compute operator (matched by type when both sides come from the same platform,
+by a normalised class — matmul, attention, normalization … — across vendors), every collective type and
+the memory peak are set side by side. Those differences become facts (``step_delta``, ``operator_delta``,
+``collective_delta``, ``memory_delta``) and the rules written against them run, so the result is a ranked
+diagnosis of the gap. For before/after use, the findings of both sides are matched: those that no longer
+fire on TARGET, with their estimated gains, against the step time actually saved.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.diagnose import Analysis, analyse, build_report
+from advisor.engine.session import RuleEngine
+from advisor.engine.spec import NotCondition
+from advisor.facts import BreakdownFact, Fact, MemoryFact, StepFact
+from advisor.facts.models import CollectiveDeltaFact, MemoryDeltaFact, OperatorDeltaFact, StepDeltaFact
+from advisor.facts.operators import COMMUNICATION_CORES, compute_kernels, in_steps
+from advisor.ingest import Profile
+from advisor.plan import plan_findings
+from advisor.render.common import fmt_pct, fmt_us, labels
+from advisor.report import Finding, Report, ToolInfo
+from advisor.rulebook import RuleBook
+from advisor.text import Lang
+from advisor.usercontext import UserContext
+from advisor.version import VERSION
+
+DELTA_FAMILIES = frozenset({"step_delta", "operator_delta", "collective_delta", "memory_delta"})
+OPERATOR_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern, re.IGNORECASE)) for name, pattern in (
+    ("attention", r"flash|attention|fmha|sdpa"),
+    ("convolution", r"conv"),
+    ("matmul", r"matmul|gemm|gemv|cublas|cutlass|xmma|wgmma"),
+    ("softmax", r"softmax"),
+    ("normalization", r"layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm"),
+    ("activation", r"gelu|silu|swiglu|swish|relu|sigmoid|tanh"),
+    ("optimizer", r"adam|sgd|lamb|multi_tensor_apply|applymomentum"),
+    ("pooling", r"pool"),
+    ("embedding", r"embedding|gather|index|scatter"),
+    ("layout", r"cast|transdata|transpose|permute|copy|contiguous|memcpy|memset|fill|concat|slice|split|pad|identity|tensormove"),
+    ("reduction", r"reduce|sum|mean|argmax|topk|sort"),
+    ("elementwise", r"elementwise|add|mul|sub|div|pow|sqrt|exp|neg|where|mask|dropout"),
+))
+_COLLECTIVE = re.compile(r"(allreduce|allgather|reducescatter|broadcast|alltoall|batchsendrecv|sendrecv|send|receive|recv|reduce)")
+_STEP_COMPONENTS = (("step_time", "step_time_us"), ("compute", "compute_us"), ("communication", "comm_not_overlapped_us"),
+                    ("free", "free_us"))
+MAX_OPERATOR_ROWS = 30
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Side(_Model):
+    """What one side of the comparison is."""
+
+    path: str
+    format: str
+    platform: str
+    ranks: list[int]
+    steps: list[int]
+    hardware: str | None
+    status: str
+    step_time_us: float | None = Field(description="Mean step time over ranks (profile breakdown), µs.")
+
+
+class Row(_Model):
+    """One measure on both sides, per step (mean over ranks)."""
+
+    name: str
+    detail: str | None = Field(None, description="For operators matched by class: the types on each side.")
+    base: float
+    target: float
+    diff: float
+    ratio: float | None
+
+
+class FindingChange(_Model):
+    id: str
+    key: str | None
+    title: str
+    change: Literal["resolved", "new", "persisting"]
+    base_gain_us: float | None
+    target_gain_us: float | None
+
+
+class GainCheck(_Model):
+    """Before/after: did the findings that no longer fire deliver what they estimated?"""
+
+    resolved: int
+    estimated_gain_us: float = Field(description="Sum of the estimated gains of the findings resolved on TARGET, µs per step.")
+    step_reduction_us: float = Field(description="BASE step time − TARGET step time, µs.")
+    delivered_ratio: float | None = Field(description="step_reduction_us / estimated_gain_us.")
+
+
+class Comparison(_Model):
+    """The result of ``advisor compare``: the JSON output and what the renderers show."""
+
+    schema_version: str = "advisor-compare/1"
+    tool: ToolInfo
+    lang: Lang
+    base: Side
+    target: Side
+    headline: str
+    breakdown: list[Row]
+    operators: list[Row]
+    operators_matched_by: Literal["type", "class"]
+    collectives: list[Row]
+    memory: list[Row]
+    findings: list[Finding] = Field(description="The diagnosis of the difference: rules fired on the delta facts.")
+    changes: list[FindingChange]
+    gain_check: GainCheck | None
+    facts: list[dict]
+    warnings: list[str]
+
+
+def operator_class(op_type: str) -> str:
+    """The vendor-neutral class of an operator or kernel type (its lower-cased type when none fits)."""
+    return next((name for name, pattern in OPERATOR_CLASSES if pattern.search(op_type)), op_type.lower())
+
+
+def collective_type(name: str) -> str:
+    """allreduce, allgather … from an HCCL op or NCCL kernel name ('other' when none fits)."""
+    match = _COLLECTIVE.search(re.sub(r"[^a-z]", "", name.lower()))
+    return {"receive": "recv", "batchsendrecv": "sendrecv"}.get(match.group(1), match.group(1)) if match else "other"
+
+
+def operator_times(profile: Profile, facts: list[Fact]) -> pd.DataFrame:
+    """Per compute operator type: µs and launches per step, mean over the ranks that have kernels."""
+    tables = []
+    for rank in profile.ranks:
+        if rank.kernels is None:
+            continue
+        steps = [f.step for f in facts if isinstance(f, StepFact) and f.rank == rank.rank and f.step is not None]
+        kernels = in_steps(compute_kernels(rank.kernels.frame), steps)
+        per_step = max(len(steps) or kernels["step"].nunique(), 1) if "step" in kernels else 1
+        grouped = kernels.groupby("type")["duration_us"].agg(["sum", "size"]) / per_step
+        tables.append(grouped.rename(columns={"sum": "us", "size": "count"}))
+    if not tables:
+        return pd.DataFrame(columns=["us", "count"])
+    return pd.concat(tables).groupby(level=0).sum() / len(tables)
+
+
+def collective_times(profile: Profile, facts: list[Fact]) -> pd.Series:
+    """Per collective type: device µs per step of the communication kernels, mean over ranks."""
+    tables = []
+    for rank in profile.ranks:
+        if rank.kernels is None:
+            continue
+        frame = rank.kernels.frame
+        core = frame["accelerator_core"].fillna("").astype(str).str.upper() if "accelerator_core" in frame else ""
+        comm = frame.loc[(core.isin(COMMUNICATION_CORES) if "accelerator_core" in frame else False)
+                         | frame["name"].fillna("").str.lower().str.startswith(("hcom_", "nccl"))]
+        steps = [f.step for f in facts if isinstance(f, StepFact) and f.rank == rank.rank and f.step is not None]
+        comm = in_steps(comm, steps)
+        per_step = max(len(steps), 1)
+        tables.append(comm.groupby(comm["name"].fillna("").map(collective_type))["duration_us"].sum() / per_step)
+    if not tables:
+        return pd.Series(dtype=float)
+    return pd.concat(tables).groupby(level=0).sum() / len(tables)
+
+
+def matched_operators(base: pd.DataFrame, target: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Outer join of two operator tables on type (``by`` = 'type') or class, biggest regression first."""
+    def keyed(table: pd.DataFrame) -> pd.DataFrame:
+        frame = table.reset_index(names="type")
+        frame["key"] = frame["type"] if by == "type" else frame["type"].map(operator_class)
+        frame = frame.sort_values(["us", "type"], ascending=[False, True])
+        return frame.groupby("key", sort=False).agg(us=("us", "sum"), count=("count", "sum"),
+                                                     types=("type", lambda t: ", ".join(t)))
+
+    joined = keyed(base).join(keyed(target), how="outer", lsuffix="_base", rsuffix="_target")
+    joined[["us_base", "us_target", "count_base", "count_target"]] = joined[
+        ["us_base", "us_target", "count_base", "count_target"]].fillna(0.0)
+    joined[["types_base", "types_target"]] = joined[["types_base", "types_target"]].fillna("")
+    joined["diff"] = joined["us_target"] - joined["us_base"]
+    joined = joined.reset_index(names="key")
+    return joined.sort_values(["diff", "key"], ascending=[False, True], ignore_index=True)
+
+
+def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
+    """The difference as facts, and whether operators were matched by type or class."""
+    base_step = _profile_breakdown(base)
+    target_step = _profile_breakdown(target)
+    scale = base_step.step_time_us if base_step is not None and base_step.step_time_us > 0 else None
+    sources = [f"base: {s}" for s in (base_step.sources if base_step else [])][:4] + \
+              [f"target: {s}" for s in (target_step.sources if target_step else [])][:4]
+    facts: list[Fact] = []
+    if base_step is not None and target_step is not None:
+        for component, field in _STEP_COMPONENTS:
+            b, t = getattr(base_step, field), getattr(target_step, field)
+            facts.append(StepDeltaFact(id=f"step_delta:{component}", sources=sources, component=component,
+                                       **_delta(b, t, scale)))
+    by = "type" if base.profile.platform == target.profile.platform else "class"
+    base_ops = operator_times(base.profile, base.facts.facts)
+    target_ops = operator_times(target.profile, target.facts.facts)
+    if scale is None:
+        scale = float(base_ops["us"].sum()) or None
+    kernel_sources = [f"base: {base.profile.shown(r.file('kernel_details.csv'))}" for r in base.profile.ranks[:2]] + \
+                     [f"target: {target.profile.shown(r.file('kernel_details.csv'))}" for r in target.profile.ranks[:2]]
+    for position, row in enumerate(matched_operators(base_ops, target_ops, by).to_dict("records"), 1):
+        facts.append(OperatorDeltaFact(
+            id=f"operator_delta:{position}", sources=kernel_sources, key=str(row["key"]), matched_by=by,
+            base_types=row["types_base"], target_types=row["types_target"], base_count=float(row["count_base"]),
+            target_count=float(row["count_target"]), position=position, **_delta(row["us_base"], row["us_target"], scale)))
+    base_comm = collective_times(base.profile, base.facts.facts)
+    target_comm = collective_times(target.profile, target.facts.facts)
+    for name in sorted(set(base_comm.index) | set(target_comm.index)):
+        facts.append(CollectiveDeltaFact(id=f"collective_delta:{name}", sources=kernel_sources, collective=name,
+                                         **_delta(base_comm.get(name, 0.0), target_comm.get(name, 0.0), scale)))
+    base_peak, target_peak = _peak(base), _peak(target)
+    if base_peak is not None and target_peak is not None:
+        facts.append(MemoryDeltaFact(id="memory_delta", sources=[f"base: {base_peak[1]}", f"target: {target_peak[1]}"],
+                                     base_peak_mb=base_peak[0], target_peak_mb=target_peak[0], diff_mb=target_peak[0] - base_peak[0],
+                                     ratio=target_peak[0] / base_peak[0] if base_peak[0] > 0 else None))
+    return facts, by
+
+
+def _delta(base: float | None, target: float | None, scale: float | None) -> dict[str, float | None]:
+    b, t = max(float(base or 0.0), 0.0), max(float(target or 0.0), 0.0)
+    return {"base_us": b, "target_us": t, "diff_us": t - b, "ratio": t / b if b > 0 else None,
+            "share_of_base_step": (t - b) / scale if scale else 0.0}
+
+
+def _profile_breakdown(analysis: Analysis) -> BreakdownFact | None:
+    return next((f for f in analysis.facts.facts if isinstance(f, BreakdownFact) and f.scope == "profile"), None)
+
+
+def _peak(analysis: Analysis) -> tuple[float, str] | None:
+    memory = [f for f in analysis.facts.facts if isinstance(f, MemoryFact)]
+    if not memory:
+        return None
+    top = max(memory, key=lambda f: f.peak_reserved_mb)
+    return top.peak_reserved_mb, top.sources[0]
+
+
+_ENGINES: dict[int, tuple[RuleBook, RuleEngine]] = {}
+
+
+def comparison_engine(book: RuleBook) -> RuleEngine:
+    """The book's rules written only against the delta families (built once per book)."""
+    cached = _ENGINES.get(id(book))
+    if cached is None or cached[0] is not book:
+        cached = (book, RuleEngine([r for r in book.rules.values() if rule_families(r.spec) <= DELTA_FAMILIES]))
+        _ENGINES[id(book)] = cached
+    return cached[1]
+
+
+def rule_families(spec) -> set[str]:
+    """Every fact family a rule's conditions name, negated ones included."""
+    return {(c.not_ if isinstance(c, NotCondition) else c).fact for group in spec.when.groups() for c in group}
+
+
+def compare(base_path: Path, target_path: Path, book: RuleBook, *, lang: Lang = "en",
+            context: UserContext | None = None) -> Comparison:
+    """Compare two profiles; InputError when either holds no profile."""
+    base = analyse(base_path, book, context)
+    target = analyse(target_path, book, context)
+    base_report = build_report(base, book, lang, str(base_path))
+    target_report = build_report(target, book, lang, str(target_path))
+    facts, by = delta_facts(base, target)
+    firings = comparison_engine(book).run(facts)
+    base_step = _profile_breakdown(base)
+    findings = plan_findings(firings, facts + ([base_step] if base_step else []), book, lang)
+    base_side, target_side = _side(base_report, base), _side(target_report, target)
+    rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}
+    return Comparison(
+        tool=ToolInfo(version=VERSION, packs=base_report.tool.packs), lang=lang, base=base_side, target=target_side,
+        headline=_headline(base_side, target_side, findings, labels(lang)),
+        breakdown=[_row(f.component, f) for f in rows.get("step_delta", [])],
+        operators=[_row(f.key, f, _types(f, by)) for f in _largest_changes(rows.get("operator_delta", []))],
+        operators_matched_by=by,
+        collectives=[_row(f.collective, f) for f in rows.get("collective_delta", [])],
+        memory=[Row(name="peak_reserved_mb", base=f.base_peak_mb, target=f.target_peak_mb, diff=f.diff_mb, ratio=f.ratio)
+                for f in rows.get("memory_delta", [])],
+        findings=findings,
+        changes=_changes(base_report, target_report),
+        gain_check=_gain_check(base_report, target_report, base_side, target_side),
+        facts=[{"type": f.family, **f.model_dump()} for f in facts],
+        warnings=[f"base: {w}" for w in base_report.coverage.warnings] + [f"target: {w}" for w in target_report.coverage.warnings],
+    )
+
+
+def _largest_changes(deltas: list[OperatorDeltaFact]) -> list[OperatorDeltaFact]:
+    """The operators that changed most either way, regressions first, at most MAX_OPERATOR_ROWS."""
+    chosen = sorted(deltas, key=lambda f: -abs(f.diff_us))[:MAX_OPERATOR_ROWS]
+    return sorted(chosen, key=lambda f: f.position)
+
+
+def _types(fact: OperatorDeltaFact, by: str) -> str | None:
+    return f"{fact.base_types or '–'} → {fact.target_types or '–'}" if by == "class" else None
+
+
+def _row(name: str, fact, detail: str | None = None) -> Row:
+    return Row(name=name, detail=detail, base=fact.base_us, target=fact.target_us, diff=fact.diff_us, ratio=fact.ratio)
+
+
+def _side(report: Report, analysis: Analysis) -> Side:
+    step = _profile_breakdown(analysis)
+    return Side(path=report.input.path, format=report.input.format, platform=analysis.profile.platform,
+                ranks=report.input.ranks, steps=report.input.steps, hardware=report.input.hardware, status=report.status,
+                step_time_us=step.step_time_us if step else None)
+
+
+def _headline(base: Side, target: Side, findings: list[Finding], words: dict[str, str]) -> str:
+    if base.step_time_us is None or target.step_time_us is None:
+        text = words["headline_no_steps"].format(side=words["base"] if base.step_time_us is None else words["target"])
+    else:
+        diff = target.step_time_us - base.step_time_us
+        share = abs(diff) / base.step_time_us if base.step_time_us > 0 else 0.0
+        text = words["headline_longer" if diff >= 0 else "headline_shorter"].format(
+            diff=fmt_us(abs(diff)), share=fmt_pct(share), target=fmt_us(target.step_time_us), base=fmt_us(base.step_time_us))
+    if findings:
+        top = findings[0]
+        text += " " + words["headline_first"].format(finding=top.title + (f" ({top.key})" if top.key else ""))
+    return text
+
+
+def _changes(base: Report, target: Report) -> list[FindingChange]:
+    before = {(f.id, f.key): f for f in base.findings}
+    after = {(f.id, f.key): f for f in target.findings}
+    changes = []
+    for key in sorted(before.keys() | after.keys(), key=lambda k: (k[0], k[1] or "")):
+        b, t = before.get(key), after.get(key)
+        change = "persisting" if b and t else "resolved" if b else "new"
+        changes.append(FindingChange(id=key[0], key=key[1], title=(b or t).title, change=change,
+                                     base_gain_us=b.estimated_gain_us if b else None,
+                                     target_gain_us=t.estimated_gain_us if t else None))
+    return changes
+
+
+def _gain_check(base: Report, target: Report, base_side: Side, target_side: Side) -> GainCheck | None:
+    """Only for two profiles of the same platform, when a finding of BASE no longer fires on TARGET."""
+    if base_side.platform != target_side.platform or base_side.step_time_us is None or target_side.step_time_us is None:
+        return None
+    after = {(f.id, f.key) for f in target.findings}
+    resolved = [f for f in base.findings if (f.id, f.key) not in after]
+    if not resolved:
+        return None
+    estimate = sum(f.estimated_gain_us or 0.0 for f in resolved)
+    saved = base_side.step_time_us - target_side.step_time_us
+    return GainCheck(resolved=len(resolved), estimated_gain_us=estimate, step_reduction_us=saved,
+                     delivered_ratio=saved / estimate if estimate > 0 else None)

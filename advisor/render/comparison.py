@@ -1,0 +1,111 @@
+"""Render a Comparison (``advisor compare``) four ways: terminal, Markdown, HTML and JSON.
+
+The same escaping as the diagnosis reports: the templates are rendered by the environments of
+``render.documents`` (autoescaped HTML, Markdown escaped by its finalize hook), and findings use the same
+partial templates as the diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+
+from markupsafe import Markup
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from advisor.compare import Comparison, Row
+from advisor.render.common import fmt_pct, fmt_us, labels
+from advisor.render.documents import environment, finding_context
+from advisor.render.terminal import clean, print_finding
+from advisor.resources import data_dir
+
+
+def render_comparison_json(comparison: Comparison) -> str:
+    return json.dumps(comparison.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def render_comparison_markdown(comparison: Comparison) -> str:
+    text = environment("md").get_template("compare.md.j2").render(**_context(comparison))
+    return "\n".join(line.rstrip() for line in text.splitlines()).replace("\n\n\n", "\n\n").strip() + "\n"
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    css = (data_dir("reports") / "report.css").read_text(encoding="utf-8")
+    return environment("html").get_template("compare.html.j2").render(css=Markup(css), **_context(comparison))
+
+
+def _context(comparison: Comparison) -> dict:
+    words = labels(comparison.lang)
+    return {**finding_context(words), "c": comparison, "gain_check": gain_check_sentence(comparison, words),
+            "ratio": fmt_ratio, "signed": signed, "mb": fmt_mb,
+            "lambda_component": lambda row: words.get(f"component_{row.name}", row.name), "lambda_name": lambda row: row.name,
+            "lambda_operator": lambda row: row.name + (f" ({row.detail})" if row.detail else "")}
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def fmt_mb(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def signed(value: float, unit=fmt_us) -> str:
+    """A difference with its sign: +1.2 ms, −300.0 µs, ±0.0 µs."""
+    return ("+" if value > 0 else "−" if value < 0 else "±") + unit(abs(value))
+
+
+def gain_check_sentence(comparison: Comparison, words: dict[str, str]) -> str | None:
+    check = comparison.gain_check
+    if check is None:
+        return None
+    key = "gain_check_sentence" if check.step_reduction_us >= 0 else "gain_check_longer"
+    return words[key].format(count=check.resolved, estimate=fmt_us(check.estimated_gain_us),
+                             saved=fmt_us(abs(check.step_reduction_us)), ratio=fmt_pct(check.delivered_ratio))
+
+
+def render_comparison_terminal(comparison: Comparison, console: Console) -> None:
+    words = labels(comparison.lang)
+    console.print(Text(words["compare_title"], style="bold"))
+    for side, name in ((comparison.base, words["base"]), (comparison.target, words["target"])):
+        console.print(Text(f"{name}: ", style="bold") + clean(f"{side.path} · {side.format} · {words['ranks']}: "
+                                                              f"{', '.join(map(str, side.ranks)) or '–'} · {side.hardware or words['unknown']}"))
+    console.print(clean(comparison.headline))
+    by = words["operators_by_" + comparison.operators_matched_by]
+    for title, rows, label in ((words["compare_breakdown"], comparison.breakdown, lambda r: words.get(f"component_{r.name}", r.name)),
+                               (by, comparison.operators[:15], lambda r: r.name),
+                               (words["collectives"], comparison.collectives, lambda r: r.name)):
+        if rows:
+            console.print(_table(title, rows, label, words))
+    if comparison.memory:
+        console.print(_table(words["memory_peak"], comparison.memory, lambda r: "peak", words, unit=fmt_mb))
+    console.print(Text(words["gap_diagnosis"], style="bold underline"))
+    if not comparison.findings:
+        console.print(words["no_gap_findings"])
+    for index, finding in enumerate(comparison.findings, 1):
+        print_finding(console, finding, index, words)
+    if comparison.changes:
+        table = Table(title=words["finding_changes"], title_justify="left")
+        for header in ("finding", "base", "target"):
+            table.add_column(words[header], overflow="fold")
+        for change in comparison.changes:
+            table.add_row(clean(change.title + (f": {change.key}" if change.key else "")) + Text(f" ({words['change_' + change.change]})", style="dim"),
+                          fmt_us(change.base_gain_us) if change.base_gain_us is not None else "–",
+                          fmt_us(change.target_gain_us) if change.target_gain_us is not None else "–")
+        console.print(table)
+    sentence = gain_check_sentence(comparison, words)
+    if sentence:
+        console.print(Text(f"{words['gain_check']} ", style="bold") + Text(sentence))
+    for warning in comparison.warnings:
+        console.print(Text("! ", style="yellow") + clean(warning))
+
+
+def _table(title: str, rows: list[Row], label, words: dict[str, str], unit=fmt_us) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("", overflow="fold", max_width=48)
+    for header in ("base", "target", "difference", "ratio"):
+        table.add_column(words[header], justify="right")
+    for row in rows:
+        table.add_row(clean(label(row)), unit(row.base), unit(row.target), signed(row.diff, unit), fmt_ratio(row.ratio))
+    return table
