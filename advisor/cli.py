@@ -103,7 +103,8 @@ def _main(
 @app.command("diagnose")
 def diagnose_command(
     path: Annotated[
-        Path, typer.Argument(metavar="PATH", help="A *_ascend_pt directory, a directory of them (cluster), or ASCEND_PROFILER_OUTPUT.")
+        Path, typer.Argument(metavar="PATH", help="A *_ascend_pt directory, a directory of them (cluster), "
+                             "ASCEND_PROFILER_OUTPUT, or PyTorch traces (*.pt.trace.json[.gz], a file or a directory).")
     ],
     output_format: Annotated[
         Optional[OutputFormat], typer.Option("--format", "-f", help="Output format; default: from -o's suffix, else terminal.")
@@ -178,7 +179,7 @@ def _print_catalogue(family: str | None) -> None:
 def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext) -> None:
     import json
 
-    report = _run_with_progress(path, "en", user, None)
+    report = _with_progress(f"Reading {path}", lambda: diagnose(path, lang="en", context=user))
     facts = [f for f in report.facts if family in (None, f["type"])]
     if as_json:
         sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")

@@ -176,7 +176,7 @@ def matched_operators(base: pd.DataFrame, target: pd.DataFrame, by: str) -> pd.D
         return frame.groupby("key", sort=False).agg(us=("us", "sum"), count=("count", "sum"),
                                                      types=("type", lambda t: ", ".join(t)))
 
-    joined = keyed(base).join(keyed(target), how="outer", lsuffix="_base", rsuffix="_target")
+    joined = keyed(base).merge(keyed(target), how="outer", left_index=True, right_index=True, suffixes=("_base", "_target"))
     joined[["us_base", "us_target", "count_base", "count_target"]] = joined[
         ["us_base", "us_target", "count_base", "count_target"]].fillna(0.0)
     joined[["types_base", "types_target"]] = joined[["types_base", "types_target"]].fillna("")

@@ -80,6 +80,7 @@ def _rule_page(rule: Rule, book: RuleBook) -> str:
         lines += [f"*{spec.title.zh}*", ""]
     lines += [
         f"- **Category:** {spec.category}",
+        f"- **Platforms:** {', '.join(spec.platforms)}",
         f"- **Severity:** {severity}",
         f"- **File:** `{rule.shown_path}` ({rule.pack})",
         "",
@@ -125,7 +126,8 @@ def _example(rule: Rule) -> list[str]:
 
 
 def _knowledge_page(entry: KnowledgeEntry, recommended_by: list[str]) -> str:
-    lines = [f"# {entry.title.en}", "", f"*{entry.title.zh}*", "", f"- **Id:** `{entry.id}`", f"- **Category:** {entry.category}"]
+    lines = [f"# {entry.title.en}", "", f"*{entry.title.zh}*", "", f"- **Id:** `{entry.id}`", f"- **Category:** {entry.category}",
+             f"- **Platforms:** {', '.join(entry.platforms)}"]
     applies = entry.applies_to
     for label, values in (("Hardware", applies.hardware), ("Frameworks", applies.frameworks), ("Modes", applies.modes)):
         if values:

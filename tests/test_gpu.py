@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 from builders import CUDA_CORE_GEMM, GpuJob, GpuKernel, write_gpu_job, write_kineto_trace
+from conftest import REAL
 
 from advisor.diagnose import default_rulebook, diagnose
 from advisor.errors import RuleError
 from advisor.facts import extract_facts
 from advisor.ingest import load_profile
 from advisor.rulebook import load_rulebook
-from conftest import REAL
 
 # Each injected problem and the GPU rule that must name it (and that must stay quiet on a healthy job).
 INJECTED = {

@@ -17,8 +17,8 @@ from advisor.facts.cluster import (
 )
 from advisor.facts.communication import communication_summary, link_summary, median_ratios, transport_summary
 from advisor.facts.context import context_fact, core_counts, infer_hardware
-from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.gpu import gpu_summary
+from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_summary, host_summary
 from advisor.facts.memory import (
     MAX_TIMES_LISTED,
