@@ -15,7 +15,8 @@ from typing import Literal
 from advisor.knowledge import AppliesTo
 
 Status = Literal["met", "unmet", "unknown"]
-_FRAMEWORK_OF_FORMAT = {"ascend-pytorch": {"torch_npu", "pytorch"}, "ascend-mindspore": {"mindspore"}}
+_FRAMEWORK_OF_FORMAT = {"ascend-pytorch": {"torch_npu", "pytorch"}, "ascend-mindspore": {"mindspore"},
+                        "pytorch-kineto": {"pytorch"}}
 _MODES = {
     "eager": "eager",
     "torch-compile": "torch.compile",

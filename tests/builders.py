@@ -609,7 +609,8 @@ def _launched(kernel: GpuKernel, correlation: int, launch_name: str = "cudaLaunc
 
 def _memory_event(ts: float, allocated: int, reserved: int) -> dict:
     return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-            "args": {"Total Allocated": allocated, "Total Reserved": reserved, "Bytes": 1024, "Device Id": 0}}
+            "args": {"Total Allocated": allocated, "Total Reserved": reserved, "Bytes": 1024, "Device Id": 0,
+                     "Device Type": 1}}
 
 
 _OLD_CATEGORIES = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "cuda_runtime": "Runtime", "cpu_op": "Operator"}
@@ -642,6 +643,7 @@ def _write_kineto(path: Path, events: list[dict], *, rank: int | None, ns: bool 
 
 TENSOR_CORE_GEMM = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel"
 CUDA_CORE_GEMM = "ampere_sgemm_128x64_nn"
+NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"
 
 
@@ -653,7 +655,8 @@ class GpuJob:
     copies, launches ``gemms`` GEMMs and ``elementwise`` element-wise kernels (one launch every ``launch_gap_us``
     of host time; a gap longer than the kernel makes the GPU wait for launches), synchronises ``syncs`` times,
     (logging the value read: 300 µs of host time each), launches ``optimizer_kernels`` kernels inside
-    Optimizer.step, then one NCCL AllReduce of ``nccl_us`` that no compute overlaps. ``slow_rank`` computes ``slow_extra_us`` more per step, so the others wait that long in the
+    Optimizer.step, then one NCCL AllReduce of ``nccl_us`` that no compute overlaps (``nccl_overlapped``: launched
+    after the GEMMs instead, running beside the element-wise kernels, as DDP's bucketed reduction does). ``slow_rank`` computes ``slow_extra_us`` more per step, so the others wait that long in the
     AllReduce. ``memory_drops`` reserved-memory decreases per step.
     """
 
@@ -670,6 +673,7 @@ class GpuJob:
     syncs: int = 0
     optimizer_kernels: int = 0
     nccl_us: float = 0.0
+    nccl_overlapped: bool = False
     slow_rank: int | None = None
     slow_extra_us: float = 0.0
     memory_drops: int = 0
@@ -713,6 +717,8 @@ def _gpu_rank_events(job: GpuJob, rank: int) -> list[dict]:
             if index < job.gemms:
                 launch(job.gemm_name, job.gemm_us + extra)
             else:
+                if index == job.gemms and job.nccl_us and job.nccl_overlapped:
+                    launch(NCCL_ALLREDUCE, job.nccl_us, stream=20)
                 launch(ELEMENTWISE, job.elementwise_us)
             if job.syncs and index % per_sync == per_sync - 1 and index // per_sync < job.syncs:
                 events.append({"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": host,
@@ -725,10 +731,9 @@ def _gpu_rank_events(job: GpuJob, rank: int) -> list[dict]:
             for _ in range(job.optimizer_kernels):
                 launch("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<float>", 6.0)
             events.append(_cpu_op("Optimizer.step#AdamW.step", opt_start, host - opt_start))
-        if job.nccl_us:
+        if job.nccl_us and not job.nccl_overlapped:
             wait = job.slow_extra_us if job.slow_rank is not None and rank != job.slow_rank else 0.0
-            launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", job.nccl_us + wait,
-                   stream=20)
+            launch(NCCL_ALLREDUCE, job.nccl_us + wait, stream=20)
             free[7] = max(free[7], free[20])  # the next forward needs the reduced gradients
         if job.memory:
             events.append(_memory_event(step_start + 1.0, allocated, reserved))

@@ -17,7 +17,7 @@ from advisor.facts.cluster import (
 )
 from advisor.facts.communication import communication_summary, link_summary, median_ratios, transport_summary
 from advisor.facts.context import context_fact, core_counts, infer_hardware
-from advisor.facts.gpu import gpu_summary
+from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_summary, host_summary
 from advisor.facts.memory import (
@@ -141,6 +141,8 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
         steps = _step_facts(profile, rank, out.warnings)
         out.facts.extend(steps)
         step_numbers.update(s.step for s in steps if s.step is not None)
+        if not steps and rank.trace is not None:  # no device breakdown, but the host recorded step boundaries
+            step_numbers.update(int(n) for n in profiler_step_windows(rank.trace.host)["step"])
         breakdown = _rank_breakdown(rank.rank, steps)
         if breakdown is not None:
             rank_breakdowns.append(breakdown)
@@ -582,6 +584,8 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
     path = profile.shown(rank.file("trace_view.json"))
     summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, RUNTIME_NAMES[rank.platform])
     step_time = breakdown.step_time_us if breakdown is not None else None
+    if step_time is None and not windows.empty:  # no device breakdown: the host's ProfilerStep windows are the step
+        step_time = float((windows["end"] - windows["start"]).mean()) or None
     facts: list[Fact] = [
         HostFact(id=f"host:r{rank.rank}", sources=[_source(profile, rank, "trace_view.json", "CANN, Python, Ascend Hardware, HostToDevice")],
                  rank=rank.rank, steps=max(len(windows), 1), **summary,
@@ -597,8 +601,8 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
         share = min(loading["us_per_step"] / step_time, 1.0) if step_time else None
         facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[{_host_process(rank)}: *DataLoader*]"],
                                     rank=rank.rank, share_of_step=share, **loading))
-    if rank.kineto is not None:
-        facts.append(_gpu_fact(profile, rank, max(len(windows), 1)))
+    if rank.kineto is not None and not rank.kineto.gpu.empty:
+        facts.append(_gpu_fact(profile, rank))
     return facts
 
 
@@ -606,11 +610,12 @@ def _host_process(rank: RankData) -> str:
     return "cpu_op" if rank.platform == "gpu" else "Python"
 
 
-def _gpu_fact(profile: Profile, rank: RankData, steps: int) -> GpuFact:
+def _gpu_fact(profile: Profile, rank: RankData) -> GpuFact:
     trace = rank.kineto
     assert trace is not None
+    gpu, steps = analysis_window(trace.gpu, trace.runtime, trace.cpu)
     return GpuFact(id=f"gpu:r{rank.rank}", sources=[f"{profile.shown(trace.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime]"],
-                   rank=rank.rank, device=trace.device_name, steps=steps, **gpu_summary(trace.gpu, trace.runtime, steps))
+                   rank=rank.rank, device=trace.device_name, steps=steps, **gpu_summary(gpu, trace.runtime, steps))
 
 
 def _environment_facts(profile: Profile, user: UserContext | None) -> list[EnvironmentFact]:

@@ -42,6 +42,9 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     if hardware is None and gpu is not None:
         hardware = gpu.device_name
         sources.append(f"{profile.shown(gpu.path)}[deviceProperties]")
+    captured = next((r.kineto for r in profile.ranks if r.kineto is not None and r.kineto.settings), None)
+    if captured is not None:
+        sources.append(f"{profile.shown(captured.path)}[header: record_shapes, profile_memory, with_stack]")
 
     return ContextFact(
         id="context",
@@ -95,6 +98,9 @@ def _experimental(rank: RankData) -> dict[str, Any]:
 
 
 def _common(rank: RankData) -> dict[str, Any]:
+    """The profiler's capture settings: profiler_info's common_config, or a PyTorch trace's header."""
+    if rank.kineto is not None:
+        return rank.kineto.settings
     value = _config(rank).get("common_config")
     return value if isinstance(value, dict) else {}
 

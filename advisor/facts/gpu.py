@@ -6,8 +6,10 @@
 * idle per stream, split by the gap before each kernel: host wait (the kernel was launched only after the
   stream had drained), kernel wait (a gap under 30 µs between back-to-back kernels) or other.
 
-Unlike HTA, timestamps are not rounded to whole µs and the last ProfilerStep is kept, so figures can differ
-from HTA's by those edges; a test compares both when HTA is installed.
+As HTA does by default, the per-rank figures (``gpu_summary``) cover the GPU activity launched before the last
+ProfilerStep began — the last step is often cut short by the end of the capture — when there are two steps or
+more (``analysis_window``); the per-step breakdown keeps every step. Timestamps are not rounded to whole µs.
+A test compares the figures with HTA's when HTA is installed.
 """
 
 from __future__ import annotations
@@ -145,8 +147,20 @@ CUDA_CORE_GEMM = r"sgemm|simt|gemmSN|dgemm"
 PAGEABLE_COPY = r"Pageable"
 
 
+def analysis_window(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """HTA's default scope: with 2+ ProfilerSteps, the GPU activity whose launch (by correlation) started before
+    the last step began; else everything. Returns the rows and the number of steps they cover (at least 1)."""
+    starts = cpu.loc[cpu["name"].str.match(STEP_EVENT), "ts"]
+    if len(starts) < 2:
+        return gpu, max(len(starts), 1)
+    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    launched = gpu["correlation"].map(launches)
+    return gpu.loc[launched < starts.max()], len(starts) - 1
+
+
 def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int) -> dict[str, float]:
-    """The GpuFact fields of one rank: HTA's breakdown, overlap and idle split, CUDA-core GEMMs, pageable copies."""
+    """The GpuFact fields of one rank (pass the rows of ``analysis_window``): HTA's breakdown, overlap and idle
+    split, CUDA-core GEMMs, pageable copies."""
     breakdown = temporal_breakdown(gpu)
     span = breakdown["span_us"]
     idle = idle_breakdown(gpu, runtime)[["host_wait_us", "kernel_wait_us", "other_us"]].sum()

@@ -360,7 +360,8 @@ class HostFact(Fact):
 
 
 class GpuFact(Fact):
-    """GPU time of one rank of a PyTorch trace, with Holistic Trace Analysis' definitions (whole capture)."""
+    """GPU time of one rank of a PyTorch trace, with Holistic Trace Analysis' definitions and default scope: the
+    GPU activity launched before the last ProfilerStep began (the whole capture when there are fewer than 2 steps)."""
 
     family: ClassVar[str] = "gpu"
     source: ClassVar[str] = ("*.pt.trace.json: kernel, gpu_memcpy, gpu_memset events (args.stream, correlation) and "
@@ -368,8 +369,8 @@ class GpuFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     device: str | None = Field(None, description="GPU name (deviceProperties).")
-    steps: int = Field(ge=1, description="ProfilerStep windows in the trace (1 = the whole capture).")
-    span_us: Micros = Field(description="Kernel span: first GPU activity start to last end, µs (the whole capture).")
+    steps: int = Field(ge=1, description="ProfilerSteps analysed: all but the last (1 = the whole capture).")
+    span_us: Micros = Field(description="Kernel span: first GPU activity start to last end in the analysed steps, µs.")
     idle_ratio: Ratio = Field(description="Share of the span with no GPU activity at all (HTA idle time).")
     compute_ratio: Ratio = Field(description="Share of the span running compute kernels (HTA compute time).")
     non_compute_ratio: Ratio = Field(description="Share running only communication or memory copies (HTA non-compute time).")

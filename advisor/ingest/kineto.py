@@ -4,7 +4,9 @@ The file is a JSON object whose ``traceEvents`` array holds Chrome-trace events.
 table: GPU activity (kernels, memcpy/memset; classified compute / communication / memory by name as
 Holistic Trace Analysis does), runtime calls (``cuda*``/``hip*`` launches and synchronisations, with the
 ``correlation`` id that links a launch to its kernel), CPU ops (``ProfilerStep#N``, data loading, the
-optimizer step, ``aten::`` ops) and the ``[memory]`` instants (allocated / reserved after each event).
+optimizer step, ``aten::`` ops) and the device's ``[memory]`` instants (allocated / reserved after each
+event; host-memory events, ``Device Type`` 0, are left out). The header's ``record_shapes``,
+``profile_memory`` and ``with_stack`` are kept as the capture settings.
 The rank comes from ``distributedInfo.rank``. Timestamps are µs; a trace that declares
 ``displayTimeUnit: "ns"`` is taken to hold ns and is scaled to µs. Old exporters' capitalised categories
 (``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``) are accepted. Events are decoded by msgspec into structs
@@ -38,6 +40,7 @@ class _Args(msgspec.Struct):
     stream: Union[int, None] = None
     correlation: Union[int, None] = None
     device: Union[int, None] = None
+    device_type: Union[int, None] = msgspec.field(default=None, name="Device Type")  # 0 CPU, 1 CUDA (ROCm too)
     allocated: Union[float, None] = msgspec.field(default=None, name="Total Allocated")
     reserved: Union[float, None] = msgspec.field(default=None, name="Total Reserved")
 
@@ -65,6 +68,9 @@ class _Trace(msgspec.Struct):
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_Distributed, None] = None
     displayTimeUnit: Union[str, None] = None
+    record_shapes: Union[int, None] = None
+    profile_memory: Union[int, None] = None
+    with_stack: Union[int, None] = None
 
 
 _DOCUMENT = msgspec.json.Decoder(_Trace, strict=False)
@@ -82,6 +88,7 @@ class KinetoTrace:
     cpu: pd.DataFrame  # name, tid, ts, dur
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
     device_name: str | None = None  # deviceProperties[0].name, e.g. "NVIDIA H100 80GB HBM3"
+    settings: dict[str, bool] = field(default_factory=dict)  # record_shapes, profile_memory, with_stack from the header
     warnings: list[str] = field(default_factory=list)
 
 
@@ -110,6 +117,8 @@ def read_kineto(path: Path) -> KinetoTrace:
         category = (event.cat or "").lower()
         args = event.args or _Args()
         if event.ph == "i" and event.name == "[memory]" and event.ts is not None:
+            if args.device_type == 0:  # host memory: not the device allocator
+                continue
             memory.append((event.ts * scale, _mb(args.allocated), _mb(args.reserved)))
             continue
         if event.ph != "X" or event.ts is None or event.dur is None or event.dur < 0:
@@ -130,6 +139,8 @@ def read_kineto(path: Path) -> KinetoTrace:
         cpu=pd.DataFrame(cpu, columns=["name", "tid", "ts", "dur"]),
         memory=pd.DataFrame(memory, columns=["ts", "allocated_mb", "reserved_mb"]),
         device_name=device,
+        settings={key: bool(value) for key in ("record_shapes", "profile_memory", "with_stack")
+                  if (value := getattr(document, key)) is not None},
     )
     if bad:
         trace.warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")

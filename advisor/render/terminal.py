@@ -42,6 +42,8 @@ def render_terminal(report: Report, console: Console, explain: bool = False) -> 
         f"{words['profiler_level']}: {report.input.profiler_level or words['unknown']}",
         f"{words['hardware']}: {report.input.hardware or words['unknown']}",
     ]
+    if not report.input.format.startswith("ascend"):
+        details.pop(3)  # the profiler level is an Ascend setting
     console.print(clean(" · ".join(details)), style="dim")
     console.print(Text(f"{words['verdict']}: ", style="bold") + clean(verdict_sentence(report, words)))
     if report.status != "complete":
