@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXAMPLE := examples/ascend-level1-2ranks
 
-.PHONY: demo test schema docs screenshot corpus clean
+.PHONY: demo test crosscheck schema docs screenshot corpus clean
 
 $(BIN)/advisor: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ demo: $(BIN)/advisor
 
 test: $(BIN)/advisor
 	$(BIN)/python -m pytest
+
+# Optional tools for the cross-check tests (skipped without them): the CPU build of torch records real
+# PyTorch traces, Holistic Trace Analysis checks the GPU figures (installed without its Jupyter dependencies).
+crosscheck: $(BIN)/advisor
+	$(BIN)/python -m pip install --quiet 'torch==2.13.0' plotly networkx pydot psutil
+	$(BIN)/python -m pip install --quiet --no-deps 'holistictraceanalysis==0.5.0'
 
 schema: $(BIN)/advisor
 	$(BIN)/python -c "from advisor.report import write_schema; write_schema()"
