@@ -153,7 +153,18 @@ def test_a_broken_trace_among_good_ones_is_skipped_and_named(tmp_path):
     report = diagnose(tmp_path)
     assert report.status == "partial" and report.input.ranks == [0]
     assert report.coverage.skipped[0].file == "rank1.pt.trace.json"
-    assert "is not a PyTorch profiler trace" in report.coverage.skipped[0].reason
+    assert "truncated before its first complete event" in report.coverage.skipped[0].reason
+
+
+def test_a_trace_cut_off_mid_write_keeps_the_events_before_the_cut(tmp_path):
+    (path,) = write_gpu_job(tmp_path, GpuJob(steps=4))
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * 0.8)])
+    report = diagnose(tmp_path)
+    assert report.status == "partial" and report.input.ranks == [0]
+    (cut,) = report.coverage.partly_read
+    assert cut.file == "rank0.pt.trace.json" and "no closing ']'" in cut.reason
+    assert report.input.steps[:2] == [1, 2]  # the complete steps before the cut are diagnosed
 
 
 def test_steps_whose_kernels_are_missing_are_kept_and_called_partial(tmp_path):

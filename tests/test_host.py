@@ -105,7 +105,7 @@ def test_events_of_unexpected_types_are_dropped_one_by_one(tmp_path):
 
 def test_block_reading_gives_the_same_tables_as_one_read(tmp_path, monkeypatch):
     """Events whose strings contain "}, {" and blocks far smaller than one event must not change anything."""
-    from advisor.ingest import trace
+    from advisor.ingest import jsonstream, trace
 
     rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2, syncs_per_step=3))
     events = json.loads((rank_dir / TRACE).read_text())
@@ -113,8 +113,8 @@ def test_block_reading_gives_the_same_tables_as_one_read(tmp_path, monkeypatch):
     events.insert(9, {"ph": "C", "name": "}, {", "pid": 1, "ts": "2", "args": {"v": "},{" * 50}})
     (rank_dir / TRACE).write_text(json.dumps(events))
     whole = trace.read_trace(rank_dir / TRACE, [])
-    monkeypatch.setattr(trace, "BLOCK_BYTES", 700)
-    monkeypatch.setattr(trace, "_TAIL_BYTES", 50)
+    monkeypatch.setattr(jsonstream, "BLOCK_BYTES", 700)
+    monkeypatch.setattr(jsonstream, "TAIL_BYTES", 50)
     blocked = trace.read_trace(rank_dir / TRACE, [])
     for table in ("host", "apis", "device", "overlap", "launches"):
         assert getattr(blocked, table).equals(getattr(whole, table)), table

@@ -54,8 +54,9 @@ def test_format_variants_give_the_same_tables(tmp_path, variant):
 @pytest.mark.parametrize(("content", "reason"), [
     (b"", "is empty"),
     (b"[1, 2]", "is not a PyTorch profiler trace"),
+    (b'{"schemaVersion": 1}', "has no traceEvents"),
     (b'{"traceEvents": []}', "has no traceEvents"),
-    (b'{"traceEvents": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "too deeply|is not a PyTorch profiler trace"),
+    (b'{"traceEvents": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "too deeply|is not a valid JSON array of events"),
 ])
 def test_unusable_traces_are_refused_with_the_reason(tmp_path, content, reason):
     path = tmp_path / "bad.pt.trace.json"
@@ -106,3 +107,18 @@ def test_kernels_read_like_kernel_details(tmp_path):
     assert list(table["accelerator_core"]) == ["GPU", "GPU", "COMMUNICATION", "GPU", "GPU", "MEMORY"]
     assert table.loc[1, "type"] == "at::native::vectorized_elementwise_kernel"
     assert table["duration_us"].sum() == 460.0
+
+
+@pytest.mark.parametrize("block", [64, 333, 4096])
+def test_streaming_in_small_blocks_gives_the_same_tables(tmp_path, monkeypatch, block):
+    from advisor.ingest import jsonstream
+
+    path = write_kineto_trace(tmp_path / "r.pt.trace.json", KERNELS, rank=2, ns=True, steps=3)
+    whole = read_kineto(path)
+    monkeypatch.setattr(jsonstream, "BLOCK_BYTES", block)
+    monkeypatch.setattr(jsonstream, "TAIL_BYTES", 32)
+    streamed = read_kineto(path)
+    assert streamed.rank == 2 and streamed.truncation is None
+    for table in ("gpu", "runtime", "cpu", "memory"):
+        assert getattr(streamed, table).equals(getattr(whole, table)), table
+    assert streamed.gpu["dur"].max() == 200.0  # displayTimeUnit "ns" comes after traceEvents: still applied

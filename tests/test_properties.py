@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import Kernel, RankSpec, StepRow, build_rank
+from builders import GpuKernel, Kernel, RankSpec, StepRow, build_rank, write_kineto_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,9 +23,10 @@ from advisor.diagnose import diagnose
 from advisor.facts import extract_facts
 from advisor.facts.catalogue import field_bounds
 from advisor.facts.models import BreakdownFact, OperatorFact
-from advisor.ingest import load_profile, trace
+from advisor.ingest import jsonstream, load_profile, trace
 from advisor.ingest.ascend import KERNEL_COLUMNS
 from advisor.ingest.csvtable import read_csv_table
+from advisor.ingest.kineto import read_kineto
 from advisor.ingest.model import FileProblem
 
 BOUNDED = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -163,7 +164,7 @@ def test_trace_reader_does_not_depend_on_block_size_and_survives_any_cut(trace_e
         path.write_bytes(data)
         whole = _tables(path)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(trace, "BLOCK_BYTES", 64)
+            patch.setattr(jsonstream, "BLOCK_BYTES", 64)
             small = _tables(path)
         assert (whole is None) == (small is None)
         if whole is not None:
@@ -174,3 +175,32 @@ def test_trace_reader_does_not_depend_on_block_size_and_survives_any_cut(trace_e
         part = _tables(path)
     if whole is not None and part is not None and "classified by their own fields" not in (part.truncation or ""):
         assert len(part.device) <= len(whole.device)
+
+
+gpu_kernels = st.lists(
+    st.builds(GpuKernel, name=st.sampled_from(["ampere_sgemm_128x64_nn", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                                              'odd"}, {"name', "Memcpy HtoD (Pageable -> Device)"]),
+              stream=st.sampled_from([7, 20]), ts=st.floats(0, 1e6), dur=st.floats(0, 1e4), launch_ts=st.floats(-100, 1e6),
+              category=st.sampled_from(["kernel", "gpu_memcpy"])),
+    min_size=1, max_size=40)
+
+
+@BOUNDED
+@given(kernels=gpu_kernels, steps=st.integers(1, 4), cut=st.floats(0.0, 1.0), ns=st.booleans())
+def test_kineto_reader_does_not_depend_on_block_size_and_survives_any_cut(kernels, steps, cut, ns):
+    with tempfile.TemporaryDirectory() as directory:
+        path = write_kineto_trace(Path(directory) / "r.pt.trace.json", kernels, steps=steps, ns=ns)
+        whole = read_kineto(path)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(jsonstream, "BLOCK_BYTES", 64)
+            small = read_kineto(path)
+        for name in ("gpu", "runtime", "cpu", "memory"):
+            assert getattr(whole, name).equals(getattr(small, name)), name
+        data = path.read_bytes()
+        path.write_bytes(data[: int(len(data) * cut)])
+        try:
+            part = read_kineto(path)
+        except FileProblem:
+            return
+    assert len(part.gpu) <= len(whole.gpu)
+    assert part.truncation is not None or len(part.gpu) == len(whole.gpu)

@@ -28,6 +28,9 @@ def _read_traces(layout: Layout, coverage: Coverage) -> list[RankData]:
 
     reader = Reader(layout.base, coverage)
     found = [rank for trace in layout.ranks if (rank := reader.read(trace.path, read_gpu_rank)) is not None]
+    for rank in found:
+        if rank.kineto is not None and rank.kineto.truncation is not None:
+            reader.partly_read(rank.path, rank.kineto.truncation)
     taken: set[int] = set()
     renumber = []
     for rank in found:

@@ -9,8 +9,11 @@ event; host-memory events, ``Device Type`` 0, are left out). The header's ``reco
 ``profile_memory`` and ``with_stack`` are kept as the capture settings.
 The rank comes from ``distributedInfo.rank``. Timestamps are µs; a trace that declares
 ``displayTimeUnit: "ns"`` is taken to hold ns and is scaled to µs. Old exporters' capitalised categories
-(``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``) are accepted. Events are decoded by msgspec into structs
-holding only these fields; a ``.gz`` trace is decompressed within the limits of ``ingest.limits``.
+(``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``) are accepted. The keys around ``traceEvents`` are
+decoded on their own and the array is streamed in blocks by ``ingest.jsonstream`` into structs holding only
+these fields, so memory stays at a few blocks whatever the file's size; a trace cut off mid-write keeps
+every event before the cut. A ``.gz`` trace is decompressed as it is read, within the limits of
+``ingest.limits``.
 
 ``ingest/gpu.py`` turns these tables into a RankData; the GPU-only analyses are in ``facts/gpu.py``.
 """
@@ -25,6 +28,8 @@ from typing import Union
 import msgspec
 import pandas as pd
 
+from advisor.ingest import jsonstream
+from advisor.ingest.jsonstream import Cut, EventDecoders, Trailer, array_blocks
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
 
@@ -45,6 +50,9 @@ class _Args(msgspec.Struct):
     reserved: Union[float, None] = msgspec.field(default=None, name="Total Reserved")
 
 
+_NO_ARGS = _Args()
+
+
 class _Event(msgspec.Struct):
     ph: Union[str, None] = None
     name: Union[str, None] = None
@@ -63,8 +71,9 @@ class _Device(msgspec.Struct):
     name: Union[str, None] = None
 
 
-class _Trace(msgspec.Struct):
-    traceEvents: list[msgspec.Raw] = msgspec.field(default_factory=list)
+class _Keys(msgspec.Struct):
+    """The keys of the trace object around traceEvents (before it in Kineto's output, or after it)."""
+
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_Distributed, None] = None
     displayTimeUnit: Union[str, None] = None
@@ -73,8 +82,10 @@ class _Trace(msgspec.Struct):
     with_stack: Union[int, None] = None
 
 
-_DOCUMENT = msgspec.json.Decoder(_Trace, strict=False)
-_EVENT = msgspec.json.Decoder(_Event, strict=False)
+_KEYS = msgspec.json.Decoder(_Keys, strict=False)
+_DECODERS = EventDecoders.of(_Event)
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_MAX_HEADER_BYTES = 64 << 20  # the keys before traceEvents (device properties, distributed info) are small
 
 
 @dataclass
@@ -89,62 +100,103 @@ class KinetoTrace:
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
     device_name: str | None = None  # deviceProperties[0].name, e.g. "NVIDIA H100 80GB HBM3"
     settings: dict[str, bool] = field(default_factory=dict)  # record_shapes, profile_memory, with_stack from the header
+    truncation: str | None = None  # why only the start of the file was read (a cut-off file), else None
     warnings: list[str] = field(default_factory=list)
 
 
 def read_kineto(path: Path) -> KinetoTrace:
-    """Decode one trace; FileProblem when it is not a Kineto trace object."""
+    """Stream one trace into tables; FileProblem when it is not a Kineto trace object."""
+    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": []}
+    cut, trailer, bad, seen = Cut(), Trailer(), 0, 0
     with open_binary(path) as handle:
-        data = handle.read()
-    if not data.strip():
-        raise FileProblem("is empty")
-    try:
-        document = _DOCUMENT.decode(data)
-    except RecursionError as exc:
-        raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise FileProblem(f"is not a PyTorch profiler trace ({exc})") from exc
-    if not document.traceEvents:
-        raise FileProblem("has no traceEvents; it is not a PyTorch profiler trace")
-    scale = 1e-3 if (document.displayTimeUnit or "").lower() == "ns" else 1.0
-    gpu, runtime, cpu, memory, bad = [], [], [], [], 0
-    for raw in document.traceEvents:
+        head = handle.read(jsonstream.BLOCK_BYTES)
+        start = head.lstrip()
+        if not start:
+            raise FileProblem("is empty")
+        if not start.startswith(b"{"):
+            raise FileProblem("is not a PyTorch profiler trace (the file does not hold a JSON object)")
+        found = _EVENTS_KEY.search(head)
+        while found is None and len(head) < _MAX_HEADER_BYTES and (more := handle.read(jsonstream.BLOCK_BYTES)):
+            head += more
+            found = _EVENTS_KEY.search(head)
+        if found is None:
+            raise FileProblem("has no traceEvents; it is not a PyTorch profiler trace")
+        before = _keys(head[:found.start()].rstrip().rstrip(b",") + b"}")
+        if before is None:
+            raise FileProblem("is not a PyTorch profiler trace (the keys before traceEvents are not valid JSON)")
         try:
-            event = _EVENT.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            bad += 1
-            continue
+            for events, dropped in array_blocks(handle, head[found.end():], found.end(), _DECODERS, cut, trailer):
+                _collect(events, rows)
+                bad += dropped
+                seen += len(events) + dropped
+        except RecursionError as exc:
+            raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
+    if not seen:
+        raise FileProblem("has no traceEvents; it is not a PyTorch profiler trace")
+    after = _keys(b"{" + trailer.text.lstrip().lstrip(b",")) if trailer.text.strip() else _Keys()
+    warnings = [f"{bad} event(s) with fields of unexpected types were ignored"] if bad else []
+    if after is None:
+        warnings.append("the keys after traceEvents are not valid JSON and were ignored")
+        after = _Keys()
+    return _trace(path, before, after, rows, cut.reason, warnings)
+
+
+def _keys(document: bytes) -> _Keys | None:
+    try:
+        return _KEYS.decode(document)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _collect(events: list[_Event], rows: dict[str, list]) -> None:
+    """Keep the rows of one block of events, in the trace's own time unit."""
+    for event in events:
         category = (event.cat or "").lower()
-        args = event.args or _Args()
+        args = event.args or _NO_ARGS
         if event.ph == "i" and event.name == "[memory]" and event.ts is not None:
-            if args.device_type == 0:  # host memory: not the device allocator
-                continue
-            memory.append((event.ts * scale, _mb(args.allocated), _mb(args.reserved)))
+            if args.device_type != 0:  # 0 is host memory, not the device allocator
+                rows["memory"].append((event.ts, _mb(args.allocated), _mb(args.reserved)))
             continue
         if event.ph != "X" or event.ts is None or event.dur is None or event.dur < 0:
             continue
-        ts, dur, name = event.ts * scale, event.dur * scale, event.name or ""
+        name = event.name or ""
         if category in GPU_CATEGORIES:
-            gpu.append((name, _kind(name, category), args.stream, args.device, args.correlation, ts, dur))
+            rows["gpu"].append((name, _kind(name, category), args.stream, args.device, args.correlation, event.ts, event.dur))
         elif category in RUNTIME_CATEGORIES:
-            runtime.append((name, args.correlation, event.tid, ts, dur))
+            rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
         elif category in CPU_CATEGORIES and CPU_EVENTS.search(name):
-            cpu.append((name, event.tid, ts, dur))
-    rank = document.distributedInfo.rank if document.distributedInfo is not None else None
-    device = next((d.name for d in document.deviceProperties or [] if d.name), None)
-    trace = KinetoTrace(
-        path=path, rank=rank,
-        gpu=pd.DataFrame(gpu, columns=["name", "kind", "stream", "device", "correlation", "ts", "dur"]),
-        runtime=pd.DataFrame(runtime, columns=["name", "correlation", "tid", "ts", "dur"]),
-        cpu=pd.DataFrame(cpu, columns=["name", "tid", "ts", "dur"]),
-        memory=pd.DataFrame(memory, columns=["ts", "allocated_mb", "reserved_mb"]),
-        device_name=device,
-        settings={key: bool(value) for key in ("record_shapes", "profile_memory", "with_stack")
-                  if (value := getattr(document, key)) is not None},
+            rows["cpu"].append((name, event.tid, event.ts, event.dur))
+
+
+def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], truncation: str | None,
+           warnings: list[str]) -> KinetoTrace:
+    """The tables in µs (a trace declaring displayTimeUnit "ns" is scaled), with the header's settings."""
+    unit = (before.displayTimeUnit or after.displayTimeUnit or "").lower()
+    scale = 1e-3 if unit == "ns" else 1.0
+    distributed = before.distributedInfo or after.distributedInfo
+    devices = (before.deviceProperties or []) + (after.deviceProperties or [])
+
+    def frame(name: str, columns: list[str], times: tuple[str, ...]) -> pd.DataFrame:
+        table = pd.DataFrame(rows[name], columns=columns)
+        if scale != 1.0:
+            for column in times:
+                table[column] = table[column] * scale
+        return table
+
+    settings = {}
+    for key in ("record_shapes", "profile_memory", "with_stack"):
+        value = getattr(before, key) if getattr(before, key) is not None else getattr(after, key)
+        if value is not None:
+            settings[key] = bool(value)
+    return KinetoTrace(
+        path=path, rank=distributed.rank if distributed is not None else None,
+        gpu=frame("gpu", ["name", "kind", "stream", "device", "correlation", "ts", "dur"], ("ts", "dur")),
+        runtime=frame("runtime", ["name", "correlation", "tid", "ts", "dur"], ("ts", "dur")),
+        cpu=frame("cpu", ["name", "tid", "ts", "dur"], ("ts", "dur")),
+        memory=frame("memory", ["ts", "allocated_mb", "reserved_mb"], ("ts",)),
+        device_name=next((d.name for d in devices if d.name), None),
+        settings=settings, truncation=truncation, warnings=warnings,
     )
-    if bad:
-        trace.warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")
-    return trace
 
 
 def _kind(name: str, category: str) -> str:

@@ -1,11 +1,9 @@
 """Read trace_view.json in one pass into the few columnar tables the facts need.
 
-The file is one JSON array of Chrome-trace events (often a single line of hundreds of MB). It is read in
-blocks of a few MB; each block is cut after the last complete event (a ``}`` followed by ``,`` whose
-prefix decodes as a JSON array — a cut inside a string never does), decoded by msgspec into small typed
-structs holding only the fields used (every other key — call stacks, counter values — is skipped by the
-decoder), reduced at once to the rows the facts need, and dropped. Memory therefore stays at a few
-blocks however large the file is.
+The file is one JSON array of Chrome-trace events (often a single line of hundreds of MB), streamed in
+blocks by ``ingest.jsonstream`` into small typed structs holding only the fields used (every other key —
+call stacks, counter values — is skipped by the decoder); each block is reduced at once to the rows the
+facts need, and dropped. Memory therefore stays at a few blocks however large the file is.
 
 Processes are identified by their ``process_name`` metadata, never by pid values. ``ts`` is a string of
 µs in Ascend traces; the decoder's lax mode turns it into a float64 (0.25 µs resolution at today's
@@ -23,6 +21,8 @@ from typing import Union
 import msgspec
 import pandas as pd
 
+from advisor.ingest import jsonstream
+from advisor.ingest.jsonstream import Cut, EventDecoders, array_blocks
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
 
@@ -42,9 +42,6 @@ FRAMEWORK_OPS = re.compile(
     r"aten::(item|_local_scalar_dense|nonzero|index_put_?|masked_fill_?|_?softmax|rsqrt|neg|cat|silu|gelu|"
     r"native_layer_norm|native_group_norm|one_hot|repeat_interleave|gather)$"
 )
-BLOCK_BYTES = 16 << 20
-_TAIL_BYTES = 64 << 10
-_EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 
 
 class _Args(msgspec.Struct):
@@ -64,9 +61,7 @@ class _Event(msgspec.Struct):
     args: Union[_Args, None] = None
 
 
-_SPLITTER = msgspec.json.Decoder(list[msgspec.Raw])
-_BLOCK = msgspec.json.Decoder(list[_Event], strict=False)  # lax: numeric strings become floats
-_ONE = msgspec.json.Decoder(_Event, strict=False)
+_DECODERS = EventDecoders.of(_Event)
 
 
 @dataclass
@@ -98,7 +93,7 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     """Decode ``path`` and split it into tables; raise FileProblem when it is not a trace at all."""
     rows = _Rows()
     bad = 0
-    cut = _Cut()
+    cut = Cut()
     with open_binary(path) as handle:
         try:
             for events, dropped in _blocks(handle, cut):
@@ -137,13 +132,6 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
         launches=pd.DataFrame(sorted(paired), columns=["launch_ts", "device_ts"]),
         truncation=cut.reason,
     )
-
-
-@dataclass
-class _Cut:
-    """Set when the file ends inside the array (the profiler was stopped while writing)."""
-
-    reason: str | None = None
 
 
 def _name_kind(name: str) -> str:
@@ -194,84 +182,12 @@ def _collect(events: list[_Event], rows: _Rows) -> None:
                 rows.ends[e.id] = e.ts
 
 
-def _blocks(handle, cut: _Cut) -> Iterator[tuple[list[_Event], int]]:
-    """Yield (events, events dropped for bad field types) block by block; a cut-off end is noted in ``cut``."""
-    head = handle.read(BLOCK_BYTES).lstrip()
+def _blocks(handle, cut: Cut) -> Iterator[tuple[list[_Event], int]]:
+    """The file's events block by block; it must be one JSON array."""
+    head = handle.read(jsonstream.BLOCK_BYTES).lstrip()
     if not head:
         raise FileProblem("is empty")
     if not head.startswith(b"["):
         kind = "an object" if head.startswith(b"{") else "not JSON"
         raise FileProblem(f"is not a JSON array of events (the file holds {kind})")
-    pending = head[1:]
-    consumed = len(head) - len(pending)
-    while True:
-        more = handle.read(BLOCK_BYTES)
-        if not more:
-            break
-        pending += more
-        candidates = _last_boundary(pending)
-        if candidates is None:
-            continue  # one event larger than the buffer: read on
-        decoded = _decode_prefix(pending, candidates)
-        if decoded is not None:
-            events, dropped, rest = decoded
-            yield events, dropped
-            pending = pending[rest:]
-            consumed += rest
-    tail = pending.rstrip()
-    if tail.endswith(b"]"):
-        yield _decode_lenient(b"[" + tail)
-        return
-    complete = _decode_prefix(tail + b",{", _last_boundary(tail + b",{") or [])
-    if complete is None:
-        raise FileProblem("is not a valid JSON array of events (it is truncated before its first complete event)")
-    events, dropped, rest = complete
-    cut.reason = (f"it is truncated at byte {consumed + len(tail):,} (no closing ']'); "
-                  f"the events before byte {consumed + rest:,} were read, the rest of the capture is lost")
-    yield events, dropped
-
-
-def _last_boundary(buffer: bytes) -> list[int] | None:
-    """Positions just after the '}' of the last few "}, {" in the buffer, last first."""
-    span = _TAIL_BYTES
-    while True:
-        start = max(len(buffer) - span, 0)
-        ends = [m.start() + 1 for m in _EVENT_GAP.finditer(buffer, start)]
-        if ends or start == 0:
-            return ends[::-1][:8] or None
-        span *= 8
-
-
-def _decode_prefix(buffer: bytes, candidates: list[int]) -> tuple[list[_Event], int, int] | None:
-    """Decode the buffer up to the last candidate that ends a complete event: (events, dropped, rest start)."""
-    for end in candidates[:8]:
-        prefix = b"[" + buffer[:end] + b"]"
-        try:
-            return _BLOCK.decode(prefix), 0, buffer.index(b"{", end)
-        except msgspec.ValidationError:
-            events, dropped = _decode_lenient(prefix)
-            return events, dropped, buffer.index(b"{", end)
-        except msgspec.DecodeError:
-            continue  # the candidate was inside a string: try the one before
-    return None
-
-
-def _decode_lenient(array: bytes) -> tuple[list[_Event], int]:
-    """Decode an array of events, dropping the ones whose fields have unexpected types."""
-    try:
-        return _BLOCK.decode(array), 0
-    except msgspec.ValidationError:
-        pass
-    except msgspec.DecodeError as exc:
-        raise FileProblem(f"is not a valid JSON array of events ({exc})") from exc
-    try:
-        raws = _SPLITTER.decode(array)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise FileProblem(f"is not a valid JSON array of events ({exc})") from exc
-    events, bad = [], 0
-    for raw in raws:
-        try:
-            events.append(_ONE.decode(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            bad += 1
-    return events, bad
+    return array_blocks(handle, head[1:], 1, _DECODERS, cut)
