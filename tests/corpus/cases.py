@@ -25,7 +25,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = FIXTURES / "ascend-level1-2ranks"
 SINGLE = FIXTURES / "samples" / "single_rank"
 CLUSTER = FIXTURES / "samples" / "cluster_2ranks"
-BASES = {"real": REAL, "single": SINGLE, "cluster": CLUSTER}  # and "db": a DB export written by tests/builders.py
+BASES = {"real": REAL, "single": SINGLE, "cluster": CLUSTER}  # and "db", "kineto": written by tests/builders.py
 
 RANK = "localhost_2231054_20251127192733123_ascend_pt"  # the single sample's rank directory
 OUT = f"{RANK}/ASCEND_PROFILER_OUTPUT"
@@ -70,11 +70,14 @@ class Case:
 
 def make_base(base: str, profile: Path) -> None:
     """Put an intact copy of the bundled profile ``base`` at ``profile`` (the DB export is built, not copied)."""
-    if base == "db":
+    if base in ("db", "kineto"):
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from builders import RankSpec, build_rank_db
+        from builders import GpuJob, RankSpec, build_rank_db, write_gpu_job
 
-        build_rank_db(profile, RankSpec(compiles_per_step=2, reserved_drops_per_step=1, gc_us=300.0))
+        if base == "db":
+            build_rank_db(profile, RankSpec(compiles_per_step=2, reserved_drops_per_step=1, gc_us=300.0))
+        else:
+            write_gpu_job(profile, GpuJob(ranks=2, nccl_us=3000.0, syncs=2, dataloader_us=2000.0, memory_drops=1))
     else:
         shutil.copytree(BASES[base], profile, symlinks=True, ignore=shutil.ignore_patterns("LICENSE-NOTICE.md"))
 
@@ -792,10 +795,84 @@ def _gzip_damage() -> list[Case]:
     ]
 
 
+KINETO_RANK = "rank1.pt.trace.json"
+
+
+def _gzip_file(relative: str, transform: Callable[[bytes], bytes] = lambda d: d) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        import gzip
+
+        plain = root / relative
+        (root / f"{relative}.gz").write_bytes(transform(gzip.compress(plain.read_bytes(), mtime=0)))
+        plain.unlink()
+    return mutate
+
+
+def _poison_kernels(name: str) -> Callable[[Path], None]:
+    """Every third GPU kernel of every rank renamed to ``name``."""
+    def mutate(root: Path) -> None:
+        for path in sorted(root.glob("*.pt.trace.json")):
+            document = json.loads(path.read_bytes())
+            kernels = [e for e in document["traceEvents"] if e.get("cat") == "kernel"]
+            for event in kernels[::3]:
+                event["name"] = name
+            path.write_text(json.dumps(document))
+    return mutate
+
+
+def _with_ascend_rank(root: Path) -> None:
+    shutil.copytree(REAL / "rank0_ascend_pt", root / "rank0_ascend_pt")
+
+
+def _kineto_damage() -> list[Case]:
+    """PyTorch profiler traces (a 2-rank GPU job from tests/builders.py): one rank's trace broken each way."""
+    rank, lost = KINETO_RANK, (KINETO_RANK,)
+    import gzip
+
+    cases = [
+        Case("kineto/valid", "kineto", _nothing, 0, (), ()),
+        Case("kineto/zero-bytes", "kineto", _write(rank, b""), 3, (skipped(rank, "is empty"),), lost),
+        Case("kineto/binary", "kineto", _write(rank, b"\x00\x9f\x92binary"), 3,
+             (skipped(rank, "is not a PyTorch profiler trace"),), lost),
+        Case("kineto/json-array", "kineto", _write(rank, b"[1, 2]"), 3, (skipped(rank, "is not a PyTorch profiler trace"),), lost),
+        Case("kineto/no-trace-events", "kineto", _write(rank, b'{"schemaVersion": 1}'), 3,
+             (skipped(rank, "has no traceEvents"),), lost),
+        Case("kineto/empty-trace-events", "kineto", _write(rank, b'{"traceEvents": []}'), 3,
+             (skipped(rank, "has no traceEvents"),), lost),
+        Case("kineto/cut-before-first-event", "kineto", _write(rank, b'{"traceEvents": [{"ph": "X"'), 3,
+             (skipped(rank, r"is not a valid JSON array of events \(it is truncated before its first complete event"),), lost),
+        Case("kineto/deep-nesting", "kineto", _write(rank, b'{"traceEvents": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"),
+             3, (skipped(rank, "nests arrays or objects too deeply|is not a valid JSON array"),), lost),
+        Case("kineto/bad-keys-before-events", "kineto", _write(rank, b'{"schemaVersion": oops, "traceEvents": []}'), 3,
+             (skipped(rank, r"is not a PyTorch profiler trace \(the keys before traceEvents are not valid JSON"),), lost),
+        Case("kineto/gz", "kineto", _gzip_file(rank), 0, (), ()),
+        Case("kineto/gz-truncated", "kineto", _gzip_file(rank, lambda d: d[: len(d) // 2]), 3,
+             (skipped(f"{rank}.gz", "is a truncated gzip file"),), (f"{rank}.gz",)),
+        Case("kineto/gz-bomb", "kineto", _gzip_file(rank, lambda d: gzip.compress(b"{" + b" " * (64 << 20) + b"}", mtime=0)),
+             3, (skipped(f"{rank}.gz", r"expands past .* when decompressed .* decompression bomb"),), (f"{rank}.gz",)),
+        Case("kineto/no-rank-recorded", "kineto", _json_edit(rank, lambda d: {k: v for k, v in d.items() if k != "distributedInfo"}),
+             0, (r"advisor: warning: rank1\.pt\.trace\.json: records no rank \(distributedInfo\); numbered rank 1",), ()),
+        Case("kineto/negative-durations", "kineto", _json_edit(rank, lambda d: {**d, "traceEvents": _negate("dur")(
+            d["traceEvents"])}), 0, (), lost),
+        Case("kineto/nulls-everywhere", "kineto", _json_edit(rank, lambda d: {**d, "traceEvents": _nullify(d["traceEvents"])}),
+             0, (), lost),
+        Case("kineto/single-file", "kineto", _nothing, 0, (), (KINETO_RANK,), target="prof/rank0.pt.trace.json"),
+        Case("kineto/ascend-rank-beside", "kineto", _with_ascend_rank, 0, (), None),
+    ]
+    cases += [Case(f"kineto/cut-{percent}", "kineto", _truncate(rank, percent / 100), 3,
+                   (rf"advisor: warning: (read only part of {re.escape(rank)}: it is truncated|skipped {re.escape(rank)})",),
+                   lost) for percent in (20, 50, 80, 99)]
+    for label, name in HOSTILE_NAMES.items():
+        for fmt in ("md", "html", "terminal"):
+            cases.append(Case(f"kineto/hostile-name/{label}/{fmt}", "kineto", _poison_kernels(name), 0, lost=None,
+                              args=("-f", fmt) if fmt != "terminal" else (), checks=(_escaped(name, fmt),)))
+    return cases
+
+
 def all_cases() -> list[Case]:
     """Every case of the corpus, with unique names."""
     cases = (_file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
-             + _db_damage() + _gzip_damage())
+             + _db_damage() + _gzip_damage() + _kineto_damage())
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases
