@@ -7,7 +7,7 @@ import gzip
 import pytest
 from builders import GpuKernel, write_kineto_trace
 
-from advisor.facts.gpu import comm_comp_overlap, idle_breakdown, temporal_breakdown
+from advisor.facts.gpu import comm_comp_overlap, idle_breakdown, max_queue_length, temporal_breakdown
 from advisor.ingest.kineto import read_kineto
 from advisor.ingest.model import FileProblem
 
@@ -36,6 +36,8 @@ def test_temporal_breakdown_overlap_and_idle_follow_hta(tmp_path):
     assert comm_comp_overlap(trace.gpu) == pytest.approx(0.45)
     idle = idle_breakdown(trace.gpu, trace.runtime).set_index("stream")
     assert idle.loc[7].to_dict() == {"host_wait_us": 50.0, "kernel_wait_us": 10.0, "other_us": 50.0}
+    # stream 7: B (launched at 120), E (140) and F (145) are all queued until B starts at 150
+    assert max_queue_length(trace.gpu, trace.runtime) == 3
     assert trace.memory.iloc[0].to_dict() == {"ts": -30.0, "allocated_mb": 3072.0, "reserved_mb": 4096.0}
 
 

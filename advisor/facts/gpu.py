@@ -158,6 +158,20 @@ def analysis_window(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame)
     return gpu.loc[launched < starts.max()], len(starts) - 1
 
 
+def max_queue_length(gpu: pd.DataFrame, runtime: pd.DataFrame) -> int:
+    """HTA's queue length, its maximum over streams: +1 at each launch (the runtime call, by correlation), −1 when
+    the launched activity starts on the GPU (at equal times the start counts first)."""
+    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    rows = gpu.loc[gpu["stream"].notna()].assign(launch=gpu["correlation"].map(launches)).dropna(subset=["launch"])
+    longest = 0
+    for _stream, tasks in rows.groupby("stream", sort=True):
+        changes = pd.DataFrame({"ts": np.concatenate([tasks["launch"].to_numpy(float), tasks["ts"].to_numpy(float)]),
+                                "delta": np.concatenate([np.ones(len(tasks)), -np.ones(len(tasks))])})
+        queue = changes.sort_values(["ts", "delta"], kind="stable")["delta"].cumsum()
+        longest = max(longest, int(queue.max()))
+    return longest
+
+
 def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int) -> dict[str, float]:
     """The GpuFact fields of one rank (pass the rows of ``analysis_window``): HTA's breakdown, overlap and idle
     split, CUDA-core GEMMs, pageable copies."""
@@ -183,4 +197,5 @@ def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int) -> dict[st
         "fp32_gemm_share": share(cuda_core, compute_us),
         "pageable_memcpy_per_step": int(copies["name"].str.contains(PAGEABLE_COPY).sum()) / steps,
         "memcpy_us_per_step": float(copies["dur"].sum()) / steps,
+        "max_queue_length": max_queue_length(gpu, runtime),
     }

@@ -383,6 +383,7 @@ class GpuFact(Fact):
     fp32_gemm_share: Ratio = Field(description="Share of compute-kernel time in GEMMs on CUDA cores (names with sgemm, simt, gemmSN or dgemm): math AMP/TF32 would move to tensor cores.")
     pageable_memcpy_per_step: Micros = Field(description="Host↔device copies from pageable memory per step (Memcpy … Pageable): not overlappable; pin_memory avoids them.")
     memcpy_us_per_step: Micros = Field(description="GPU time of memory copies and sets per step, µs.")
+    max_queue_length: int = Field(0, ge=0, description="Most launches waiting to start on one stream (HTA queue length); at 1024 the CPU blocks on launches.")
 
 
 class ApiFact(Fact):
