@@ -29,7 +29,8 @@ from advisor.ingest.csvtable import read_csv_table
 from advisor.ingest.kineto import read_kineto
 from advisor.ingest.model import FileProblem
 
-BOUNDED = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: CI runs the same examples every time (a failure reproduces); raise max_examples to explore more.
+BOUNDED = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
 CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_CPU", "COMMUNICATION")
 OPS = {"AI_CORE": ("MatMulV3", "Conv2D"), "AI_VECTOR_CORE": ("RmsNorm", "Add", "Cast"),
@@ -49,6 +50,8 @@ def rank_specs(draw) -> RankSpec:
             op_type = draw(st.sampled_from(OPS[core]))
             name = f"{op_type}_{len(kernels)}" if core != "COMMUNICATION" else f"{op_type}_{len(kernels)}_0_1"
             kernels.append(Kernel(step, name, op_type, core, draw(st.floats(0.01, 5000.0))))
+    kept = {s.step for s in steps}
+    kernels = [k for k in kernels if k.step in kept]  # a step row dropped above takes its kernels with it
     return RankSpec(
         steps=steps, kernels=kernels, crlf=draw(st.booleans()), bom=draw(st.booleans()), trailing_tab=draw(st.booleans()),
         device_id_column=draw(st.booleans()), block_header=draw(st.sampled_from(["Block Dim", "Block Num"])),
@@ -93,7 +96,7 @@ def test_random_profiles_give_facts_within_range_and_consistent_totals(spec):
     assert per_step * len(spec.steps) == pytest.approx(compute, rel=1e-3, abs=0.01 * len(spec.kernels) + 1e-6)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(spec=rank_specs())
 def test_random_profiles_diagnose_end_to_end(spec, rulebook):
     with tempfile.TemporaryDirectory() as directory:
