@@ -18,7 +18,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.diagnose import Analysis, analyse, build_report
+from advisor.diagnose import Analysis, analyse, build_report, default_rulebook
 from advisor.engine.session import RuleEngine
 from advisor.engine.spec import NotCondition
 from advisor.facts import BreakdownFact, Fact, MemoryFact, StepFact
@@ -258,9 +258,10 @@ def rule_families(spec) -> set[str]:
     return {(c.not_ if isinstance(c, NotCondition) else c).fact for group in spec.when.groups() for c in group}
 
 
-def compare(base_path: Path, target_path: Path, book: RuleBook, *, lang: Lang = "en",
+def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | None = None, *, lang: Lang = "en",
             context: UserContext | None = None) -> Comparison:
-    """Compare two profiles; InputError when either holds no profile."""
+    """Compare two profiles (the bundled rules when ``book`` is None); InputError when either holds no profile."""
+    book = book or default_rulebook()
     base = analyse(base_path, book, context)
     target = analyse(target_path, book, context)
     base_report = build_report(base, book, lang, str(base_path))
@@ -315,7 +316,8 @@ def _headline(base: Side, target: Side, findings: list[Finding], words: dict[str
     else:
         diff = target.step_time_us - base.step_time_us
         share = abs(diff) / base.step_time_us if base.step_time_us > 0 else 0.0
-        text = words["headline_longer" if diff >= 0 else "headline_shorter"].format(
+        key = "headline_same" if abs(diff) < 0.05 else "headline_longer" if diff > 0 else "headline_shorter"
+        text = words[key].format(
             diff=fmt_us(abs(diff)), share=fmt_pct(share), target=fmt_us(target.step_time_us), base=fmt_us(base.step_time_us))
     if findings:
         top = findings[0]

@@ -147,5 +147,6 @@ def test_the_cli_fails_on_regressions_when_asked_and_names_a_missing_side(tmp_pa
     assert gate.exit_code == 1
     same = _run("compare", str(tmp_path / "before"), str(tmp_path / "before"), "--fail-on", "high", "-f", "json")
     assert same.exit_code == 0 and json.loads(same.stdout)["findings"] == []
+    assert json.loads(same.stdout)["headline"].startswith("TARGET's step takes as long as BASE's")
     missing = _run("compare", str(tmp_path / "before"), str(tmp_path / "nowhere"))
     assert missing.exit_code == 2 and "nowhere: no such file or directory" in missing.output
