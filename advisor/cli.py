@@ -224,7 +224,8 @@ def rules_show_command(rule_id: Annotated[str, typer.Argument(metavar="ID")], ru
         rule = _find_rule(book, rule_id)
         spec = rule.spec
         typer.echo(f"{spec.id}: {spec.title.en}" + (f" / {spec.title.zh}" if spec.title.zh else ""))
-        typer.echo(f"category: {spec.category} · severity: {spec.severity} · pack: {rule.pack} · file: {rule.path}")
+        typer.echo(f"category: {spec.category} · platforms: {', '.join(spec.platforms)} · severity: {spec.severity} · "
+                   f"pack: {rule.pack} · file: {rule.path}")
         if spec.description:
             typer.echo("\n" + collapse(spec.description.en))
         typer.echo("\n" + section_text(rule.path, "when"))
