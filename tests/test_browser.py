@@ -96,8 +96,8 @@ def test_real_capture_in_the_browser(browser, tmp_path, lang):
 def test_every_category_in_the_browser(browser, every_category, tmp_path, lang):
     path, context = every_category
     report = diagnose(path, lang=lang, context=context)
-    # every category but 'profiling', whose findings need data that this full profile has
-    assert {f.category for f in report.findings} == set(CATEGORIES) - {"profiling"}
+    # every category but 'profiling' (its findings need data this full profile has) and 'comparison' (advisor compare)
+    assert {f.category for f in report.findings} == set(CATEGORIES) - {"profiling", "comparison"}
     values = _visit(browser, report, f"report-every-category-{lang}", tmp_path)
     assert set(values["charts"]) == ALL_CHARTS
 
