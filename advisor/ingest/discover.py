@@ -10,6 +10,7 @@ from pathlib import Path
 
 from advisor.errors import InputError
 from advisor.ingest.ascend import OUTPUT_DIR, rank_id_from_dir
+from advisor.ingest.paths import display_path
 
 _MAX_DEPTH = 4
 _SNIFF_BYTES = 64 << 10
@@ -69,6 +70,10 @@ def discover(path: Path) -> Layout:
         raise InputError(f"{path}: no profiler output found; {_SUPPORTED_HINT}")
 
     ranks, warnings = _resolve_ranks(found)
+    ignored = [t for t in _find_traces(base) if not any(r.path in t.parents for r in ranks)] if base.is_dir() else []
+    if ignored:
+        warnings.append(f"{len(ignored)} PyTorch trace(s) beside the Ascend output were not read (e.g. "
+                        f"{display_path(ignored[0], base)}); diagnose them on their own, or compare with advisor compare")
     fmt = "ascend-mindspore" if all(r.path.name.endswith("_ascend_ms") for r in ranks) else "ascend-pytorch"
     return Layout(format=fmt, ranks=ranks, base=base, warnings=warnings)
 

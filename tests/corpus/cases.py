@@ -857,7 +857,9 @@ def _kineto_damage() -> list[Case]:
         Case("kineto/nulls-everywhere", "kineto", _json_edit(rank, lambda d: {**d, "traceEvents": _nullify(d["traceEvents"])}),
              0, (), lost),
         Case("kineto/single-file", "kineto", _nothing, 0, (), (KINETO_RANK,), target="prof/rank0.pt.trace.json"),
-        Case("kineto/ascend-rank-beside", "kineto", _with_ascend_rank, 0, (), None),
+        Case("kineto/ascend-rank-beside", "kineto", _with_ascend_rank, 0,
+             (r"advisor: warning: 2 PyTorch trace\(s\) beside the Ascend output were not read \(e\.g\. rank0\.pt\.trace\.json\)",),
+             None),
     ]
     cases += [Case(f"kineto/cut-{percent}", "kineto", _truncate(rank, percent / 100), 3,
                    (rf"advisor: warning: (read only part of {re.escape(rank)}: it is truncated|skipped {re.escape(rank)})",),
