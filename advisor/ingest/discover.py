@@ -53,6 +53,7 @@ def discover(path: Path) -> Layout:
     if not os.access(path, os.R_OK | os.X_OK):
         raise InputError(f"{path}: directory cannot be read (permission denied)")
 
+    traces: list[Path] = []
     if path.name == OUTPUT_DIR:
         rank_dir = path.parent
         found = [RankDir(rank_dir, path, rank_id_from_dir(rank_dir))]
@@ -61,19 +62,18 @@ def discover(path: Path) -> Layout:
         found = [RankDir(path, path / OUTPUT_DIR, rank_id_from_dir(path))]
         base = path.parent
     else:
-        found = [RankDir(d, d / OUTPUT_DIR, rank_id_from_dir(d)) for d in _find_rank_dirs(path)]
+        rank_dirs, traces = _walk(path)
+        found = [RankDir(d, d / OUTPUT_DIR, rank_id_from_dir(d)) for d in rank_dirs]
         base = path
     if not found:
-        traces = _find_traces(path)
         if traces:
             return Layout(format=KINETO_FORMAT, ranks=[RankDir(t, t.parent, None) for t in traces], base=path, warnings=[])
         raise InputError(f"{path}: no profiler output found; {_SUPPORTED_HINT}")
 
     ranks, warnings = _resolve_ranks(found)
-    ignored = [t for t in _find_traces(base) if not any(r.path in t.parents for r in ranks)] if base.is_dir() else []
-    if ignored:
-        warnings.append(f"{len(ignored)} PyTorch trace(s) beside the Ascend output were not read (e.g. "
-                        f"{display_path(ignored[0], base)}); diagnose them on their own, or compare with advisor compare")
+    if traces:
+        warnings.append(f"{len(traces)} PyTorch trace(s) beside the Ascend output were not read (e.g. "
+                        f"{display_path(traces[0], base)}); diagnose them on their own, or compare with advisor compare")
     fmt = "ascend-mindspore" if all(r.path.name.endswith("_ascend_ms") for r in ranks) else "ascend-pytorch"
     return Layout(format=fmt, ranks=ranks, base=base, warnings=warnings)
 
@@ -94,9 +94,11 @@ def _looks_like_kineto(path: Path) -> bool:
     return any(key in head for key in (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"'))
 
 
-def _find_traces(root: Path) -> list[Path]:
-    """The *.pt.trace.json[.gz] files under ``root`` (to the same depth as rank directories), by path."""
-    found: list[Path] = []
+def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+    """The rank directories and the *.pt.trace.json[.gz] files under ``root``, to a depth of four, by path
+    (a rank directory is not entered; a directory reached twice through links is read once)."""
+    rank_dirs: list[Path] = []
+    traces: list[Path] = []
     seen: set[Path] = set()
     for current, dirs, files in os.walk(root, followlinks=True):
         here = Path(current)
@@ -105,28 +107,13 @@ def _find_traces(root: Path) -> list[Path]:
             dirs.clear()
             continue
         seen.add(real)
-        dirs.sort()
-        found.extend(here / name for name in sorted(files) if name.endswith(TRACE_SUFFIXES))
-    return found
-
-
-def _find_rank_dirs(root: Path) -> list[Path]:
-    found: list[Path] = []
-    seen: set[Path] = set()
-    for current, dirs, _files in os.walk(root, followlinks=True):
-        here = Path(current)
-        real = here.resolve()
-        depth = len(here.relative_to(root).parts)
-        if real in seen or depth > _MAX_DEPTH:
-            dirs.clear()
-            continue
-        seen.add(real)
         if here != root and _is_rank_dir(here):
-            found.append(here)
+            rank_dirs.append(here)
             dirs.clear()
             continue
         dirs.sort()
-    return found
+        traces.extend(here / name for name in sorted(files) if name.endswith(TRACE_SUFFIXES))
+    return rank_dirs, traces
 
 
 def _resolve_ranks(found: list[RankDir]) -> tuple[list[RankDir], list[str]]:
