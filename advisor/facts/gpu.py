@@ -20,6 +20,11 @@ import pandas as pd
 CONSECUTIVE_KERNEL_DELAY_US = 30.0
 
 
+def launch_times(runtime: pd.DataFrame) -> pd.Series:
+    """The start of the runtime call that launched each correlation id (the first call, where ids repeat)."""
+    return runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+
+
 def merged(intervals: pd.DataFrame) -> np.ndarray:
     """The union of [ts, ts + dur) intervals as a sorted (n, 2) array of disjoint [start, end)."""
     if intervals.empty:
@@ -80,7 +85,7 @@ def comm_comp_overlap(gpu: pd.DataFrame) -> float | None:
 def idle_breakdown(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
     """Per stream: idle µs before kernels split into host_wait, kernel_wait and other (HTA's rules)."""
     kernels = gpu.loc[gpu["stream"].notna()].sort_values(["stream", "ts"], kind="stable")
-    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    launches = launch_times(runtime)
     rows = []
     for stream, tasks in kernels.groupby("stream", sort=True):
         previous_end = (tasks["ts"] + tasks["dur"]).shift()
@@ -133,7 +138,7 @@ def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) ->
     out = pd.Series(None, index=gpu.index, dtype=object)
     if windows.empty or gpu.empty:
         return out
-    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    launches = launch_times(runtime)
     anchor = gpu["correlation"].map(launches).fillna(gpu["ts"]).to_numpy(float)
     slot = np.searchsorted(windows["ts"].to_numpy(float), anchor, side="right") - 1
     ends = (windows["ts"] + windows["dur"]).to_numpy(float)
@@ -153,7 +158,7 @@ def analysis_window(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame)
     starts = cpu.loc[cpu["name"].str.match(STEP_EVENT), "ts"]
     if len(starts) < 2:
         return gpu, max(len(starts), 1)
-    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    launches = launch_times(runtime)
     launched = gpu["correlation"].map(launches)
     return gpu.loc[launched < starts.max()], len(starts) - 1
 
@@ -161,7 +166,7 @@ def analysis_window(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame)
 def max_queue_length(gpu: pd.DataFrame, runtime: pd.DataFrame) -> int:
     """HTA's queue length, its maximum over streams: +1 at each launch (the runtime call, by correlation), −1 when
     the launched activity starts on the GPU (at equal times the start counts first)."""
-    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+    launches = launch_times(runtime)
     rows = gpu.loc[gpu["stream"].notna()].assign(launch=gpu["correlation"].map(launches)).dropna(subset=["launch"])
     longest = 0
     for _stream, tasks in rows.groupby("stream", sort=True):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from advisor.facts.gpu import launch_steps, step_breakdown
+from advisor.facts.gpu import launch_steps, launch_times, step_breakdown
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
 from advisor.ingest.model import CommunicationTables, CsvTable, RankData
 from advisor.ingest.trace import TraceTables
@@ -76,17 +76,15 @@ def partial_steps(trace: KinetoTrace, steps: pd.Series) -> list[int]:
 def trace_tables(trace: KinetoTrace) -> TraceTables:
     """The host-side tables of the trace in trace_view.json's shape (device tasks typed by their kind)."""
     gpu = trace.gpu
-    pairs = gpu.dropna(subset=["correlation"]).merge(
-        trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")[["correlation", "ts"]],
-        on="correlation", suffixes=("", "_launch"))
+    launched = gpu["correlation"].map(launch_times(trace.runtime))
+    pairs = pd.DataFrame({"launch_ts": launched, "device_ts": gpu["ts"]}).dropna()
     return TraceTables(
         host=trace.cpu.assign(cat="cpu_op")[["name", "cat", "tid", "ts", "dur"]],
         apis=trace.runtime[["name", "tid", "ts", "dur"]],
         device=pd.DataFrame({"stream": gpu["stream"], "name": gpu["name"], "task_type": gpu["kind"], "ts": gpu["ts"],
                              "dur": gpu["dur"]}),
         overlap=pd.DataFrame(columns=["lane", "ts", "dur"]),
-        launches=pd.DataFrame({"launch_ts": pairs["ts_launch"], "device_ts": pairs["ts"]}).sort_values("launch_ts",
-                                                                                                  ignore_index=True),
+        launches=pairs.sort_values("launch_ts", ignore_index=True),
     )
 
 
