@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 EXAMPLE := examples/ascend-level1-2ranks
+# synthetic PyTorch traces (see its README)
+GPU_EXAMPLE := examples/gpu-synthetic-2ranks
 
 .PHONY: demo test crosscheck schema docs screenshot corpus clean
 
@@ -19,6 +21,8 @@ demo: $(BIN)/advisor
 	$(BIN)/advisor diagnose $(EXAMPLE) -o out/report.html
 	$(BIN)/advisor diagnose $(EXAMPLE) -o out/report.json
 	$(BIN)/advisor diagnose $(EXAMPLE) --lang zh -o out/report.zh.html
+	$(BIN)/advisor diagnose $(GPU_EXAMPLE) -o out/gpu-report.html
+	$(BIN)/advisor compare $(GPU_EXAMPLE) $(EXAMPLE) -o out/compare.html
 
 test: $(BIN)/advisor
 	$(BIN)/python -m pytest

@@ -27,6 +27,8 @@ INJECTED = {
     "exposed_nccl": (GpuJob(ranks=2, nccl_us=6000.0), "gpu.exposed_nccl"),
     "straggler": (GpuJob(ranks=4, nccl_us=1000.0, slow_rank=2, slow_extra_us=3000.0), "cluster.uneven_ranks"),
     "allocator": (GpuJob(memory_drops=2), "gpu.allocator_reorganisation"),
+    # [memory] events carry host time: counted in the host's ProfilerStep windows, not the later kernel windows
+    "allocator_behind_a_slow_loader": (GpuJob(memory_drops=1, dataloader_us=5000.0), "gpu.allocator_reorganisation"),
     "no_step_markers": (GpuJob(step_markers=False), "gpu.no_step_markers"),
     "no_memory_events": (GpuJob(memory=False), "gpu.no_memory_events"),
 }

@@ -515,7 +515,7 @@ def _memory_facts(profile: Profile, rank: RankData, user: UserContext | None) ->
     if rank.memory_record is not None:
         component, series = allocator_series(rank.memory_record.frame)
         if not series.empty:
-            windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
+            windows, window_source = _memory_windows(profile, rank)
             drops = inside(reserved_drops(series), windows, "timestamp_us")["timestamp_us"]
             unused, unused_ratio = reserved_unused_at_peak(series)
             line = timeline(series)
@@ -523,7 +523,7 @@ def _memory_facts(profile: Profile, rank: RankData, user: UserContext | None) ->
             app = records.loc[records["component"] == "APP", "reserved_mb"]
             sources = [_source(profile, rank, "memory_record.csv", "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)")]
             if not windows.empty:
-                sources.append(_source(profile, rank, "kernel_details.csv", "Step Id,Start Time(us),Duration(us)"))
+                sources.append(window_source)
             hccl = None
             if rank.module_memory is not None:
                 modules = rank.module_memory.frame
@@ -574,6 +574,17 @@ def _memory_facts(profile: Profile, rank: RankData, user: UserContext | None) ->
                 )
             )
     return facts
+
+
+def _memory_windows(profile: Profile, rank: RankData) -> tuple[pd.DataFrame, str]:
+    """The step windows allocator events are counted in, and their source. A PyTorch trace's [memory] events
+    are host-side allocator calls, so its host ProfilerStep windows; on Ascend the device windows of the kernels."""
+    if rank.platform == "gpu" and rank.trace is not None:
+        windows = profiler_step_windows(rank.trace.host)
+        if not windows.empty:
+            return windows, f"{profile.shown(rank.file('trace_view.json'))}[ProfilerStep#N windows]"
+    windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
+    return windows, _source(profile, rank, "kernel_details.csv", "Step Id,Start Time(us),Duration(us)")
 
 
 def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | None) -> list[Fact]:
