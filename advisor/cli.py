@@ -64,6 +64,14 @@ ContextOption = Annotated[
     Optional[Path], typer.Option("--context", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")]
+FormatOption = Annotated[
+    Optional[OutputFormat], typer.Option("--format", "-f", help="Output format; default: from -o's suffix, else terminal.")
+]
+OutputOption = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")]
+LangOption = Annotated[Optional[Language], typer.Option("--lang", help="Report language; default: from the locale.")]
+FailOnOption = Annotated[
+    Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or higher exists.")
+]
 
 
 def _max_file_size(value: Optional[str]) -> Optional[str]:
@@ -106,14 +114,10 @@ def diagnose_command(
         Path, typer.Argument(metavar="PATH", help="A *_ascend_pt directory, a directory of them (cluster), "
                              "ASCEND_PROFILER_OUTPUT, or PyTorch traces (*.pt.trace.json[.gz], a file or a directory).")
     ],
-    output_format: Annotated[
-        Optional[OutputFormat], typer.Option("--format", "-f", help="Output format; default: from -o's suffix, else terminal.")
-    ] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")] = None,
-    lang: Annotated[Optional[Language], typer.Option("--lang", help="Report language; default: from the locale.")] = None,
-    fail_on: Annotated[
-        Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or higher exists.")
-    ] = None,
+    output_format: FormatOption = None,
+    output: OutputOption = None,
+    lang: LangOption = None,
+    fail_on: FailOnOption = None,
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
@@ -340,14 +344,10 @@ def explain_command(
 def compare_command(
     base: Annotated[Path, typer.Argument(metavar="BASE", help="The reference profile: a GPU trace, an Ascend directory or a cluster.")],
     target: Annotated[Path, typer.Argument(metavar="TARGET", help="The profile compared with it (e.g. the NPU run, or the run after a fix).")],
-    output_format: Annotated[
-        Optional[OutputFormat], typer.Option("--format", "-f", help="Output format; default: from -o's suffix, else terminal.")
-    ] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the comparison to this file.")] = None,
-    lang: Annotated[Optional[Language], typer.Option("--lang", help="Report language; default: from the locale.")] = None,
-    fail_on: Annotated[
-        Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding about the difference has this severity or higher.")
-    ] = None,
+    output_format: FormatOption = None,
+    output: OutputOption = None,
+    lang: LangOption = None,
+    fail_on: FailOnOption = None,
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
