@@ -22,7 +22,7 @@ from advisor.ingest.model import FileProblem
 
 BLOCK_BYTES = 16 << 20
 TAIL_BYTES = 64 << 10
-_EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
+EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\]\s*[,}]")
 _SPLITTER = msgspec.json.Decoder(list[msgspec.Raw])
 
@@ -61,21 +61,28 @@ def array_blocks(handle, pending: bytes, consumed: int, decoders: EventDecoders,
     ``pending`` holds the bytes read so far after the array's ``[`` (``consumed`` bytes of the file precede
     it). Without ``trailer`` the array must end the file; with it, the array ends inside an object and the
     rest of that object is stored in ``trailer.text``.
+
+    Each block is read straight into a fresh buffer that starts with ``[``; the separator after the last
+    complete event is overwritten with ``]`` and the buffer decoded in place, so the file's bytes are
+    copied once. A buffer is never changed after it decoded: raw values in the events point into it.
     """
     while True:
-        more = handle.read(BLOCK_BYTES)
-        if not more:
+        buffer = bytearray(1 + len(pending) + BLOCK_BYTES)
+        buffer[0] = ord("[")
+        buffer[1 : 1 + len(pending)] = pending
+        added = _read_into(handle, memoryview(buffer)[1 + len(pending):])
+        if not added:
             break
-        pending += more
-        candidates = _last_boundary(pending)
-        if candidates is None:
-            continue  # one event larger than the buffer: read on
-        decoded = _decode_prefix(pending, candidates, decoders)
-        if decoded is not None:
-            events, dropped, rest = decoded
-            yield events, dropped
-            pending = pending[rest:]
-            consumed += rest
+        filled = 1 + len(pending) + added
+        candidates = _last_boundary(buffer, filled)
+        decoded = _decode_prefix(buffer, candidates, decoders) if candidates else None
+        if decoded is None:  # one event larger than the block, or boundaries only inside strings: read on
+            pending = bytes(memoryview(buffer)[1:filled])
+            continue
+        events, dropped, rest = decoded
+        pending = bytes(memoryview(buffer)[rest:filled])
+        consumed += rest - 1
+        yield events, dropped
     tail = pending.rstrip()
     if trailer is None and tail.endswith(b"]"):
         yield decode_lenient(b"[" + tail, decoders)
@@ -86,13 +93,31 @@ def array_blocks(handle, pending: bytes, consumed: int, decoders: EventDecoders,
             last_block, trailer.text = closed
             yield last_block
             return
-    complete = _decode_prefix(tail + b",{", _last_boundary(tail + b",{") or [], decoders)
+    opened = bytearray(b"[" + tail + b",{")
+    complete = _decode_prefix(opened, _last_boundary(opened, len(opened)) or [], decoders)
     if complete is None:
         raise FileProblem("is not a valid JSON array of events (it is truncated before its first complete event)")
     events, dropped, rest = complete
     cut.reason = (f"it is truncated at byte {consumed + len(tail):,} (no closing ']'); "
-                  f"the events before byte {consumed + rest:,} were read, the rest of the capture is lost")
+                  f"the events before byte {consumed + rest - 1:,} were read, the rest of the capture is lost")
     yield events, dropped
+
+
+def _read_into(handle, view: memoryview) -> int:
+    """Fill ``view`` from ``handle`` as far as the file goes; the number of bytes read."""
+    readinto = getattr(handle, "readinto", None)
+    total = 0
+    while total < len(view):
+        if readinto is not None:
+            count = readinto(view[total:])
+        else:
+            more = handle.read(len(view) - total)
+            count = len(more)
+            view[total : total + count] = more
+        if not count:
+            break
+        total += count
+    return total
 
 
 def _closed_array(tail: bytes, decoders: EventDecoders) -> tuple[tuple[list[Any], int], bytes] | None:
@@ -107,28 +132,34 @@ def _closed_array(tail: bytes, decoders: EventDecoders) -> tuple[tuple[list[Any]
     return None
 
 
-def _last_boundary(buffer: bytes) -> list[int] | None:
-    """Positions just after the '}' of the last few "}, {" in the buffer, last first."""
+def _last_boundary(buffer: bytearray, filled: int) -> list[int] | None:
+    """Positions just after the '}' of the last few "}, {" in ``buffer[:filled]``, last first."""
+    view = memoryview(buffer)[:filled]
     span = TAIL_BYTES
     while True:
-        start = max(len(buffer) - span, 0)
-        ends = [m.start() + 1 for m in _EVENT_GAP.finditer(buffer, start)]
+        start = max(filled - span, 0)
+        ends = [m.start() + 1 for m in EVENT_GAP.finditer(view, start)]
         if ends or start == 0:
             return ends[::-1][:8] or None
         span *= 8
 
 
-def _decode_prefix(buffer: bytes, candidates: list[int], decoders: EventDecoders) -> tuple[list[Any], int, int] | None:
-    """Decode the buffer up to the last candidate that ends a complete event: (events, dropped, rest start)."""
+def _decode_prefix(buffer: bytearray, candidates: list[int], decoders: EventDecoders) -> tuple[list[Any], int, int] | None:
+    """Decode ``buffer`` (starting with '[') up to the last candidate that ends a complete event.
+
+    Returns (events, dropped, index of the next event's '{'); the byte at the chosen candidate is left
+    as ']'.
+    """
     for end in candidates[:8]:
-        prefix = b"[" + buffer[:end] + b"]"
+        saved, buffer[end] = buffer[end], ord("]")
+        prefix = memoryview(buffer)[: end + 1]
         try:
             return decoders.block.decode(prefix), 0, buffer.index(b"{", end)
         except msgspec.ValidationError:
             events, dropped = decode_lenient(prefix, decoders)
             return events, dropped, buffer.index(b"{", end)
         except msgspec.DecodeError:
-            continue  # the candidate was inside a string: try the one before
+            buffer[end] = saved  # the candidate was inside a string: try the one before
     return None
 
 
