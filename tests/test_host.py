@@ -121,6 +121,45 @@ def test_block_reading_gives_the_same_tables_as_one_read(tmp_path, monkeypatch):
     assert len(whole.apis) == 2 * (2 + 3) + 2 * 4  # compilations + synchronisations + one launch per kernel, 2 steps
 
 
+@pytest.mark.parametrize("jobs", [2, 5])
+def test_reading_in_pieces_on_several_cores_gives_the_same_tables(tmp_path, monkeypatch, jobs):
+    """Every split point, including ones inside strings holding "}, {", gives what one sequential read gives."""
+    from advisor.ingest import trace
+
+    rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2, syncs_per_step=3))
+    events = json.loads((rank_dir / TRACE).read_text())
+    for at in range(5, len(events) * 2, 8):
+        events.insert(at, {"ph": "X", "name": 'odd"}, {"name' * 20, "pid": 1, "tid": 1, "ts": "1", "dur": 1})
+    data = json.dumps(events).encode()
+    (rank_dir / TRACE).write_bytes(data)
+    whole = trace.read_trace(rank_dir / TRACE, [])
+    monkeypatch.setenv("ADVISOR_JOBS", str(jobs))
+    monkeypatch.setattr(trace, "PIECE_BYTES", 1000)
+    used = []
+    for pad in range(0, 6000, 119):  # spaces after '[' move the split points across many events
+        (rank_dir / TRACE).write_bytes(b"[" + b" " * pad + data[1:])
+        used.append(trace._read_in_pieces(rank_dir / TRACE) is not None)
+        pieces = trace.read_trace(rank_dir / TRACE, [])
+        for table in ("host", "apis", "device", "overlap", "launches"):
+            assert getattr(pieces, table).equals(getattr(whole, table)), (pad, table)
+    assert any(used) and not all(used)  # most splits read in pieces; those inside a string fall back
+
+
+def test_a_cut_trace_read_in_pieces_reports_the_cut_like_one_read(tmp_path, monkeypatch):
+    from advisor.ingest import trace
+
+    rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2))
+    data = (rank_dir / TRACE).read_bytes()
+    (rank_dir / TRACE).write_bytes(data[: len(data) * 9 // 10])
+    whole = trace.read_trace(rank_dir / TRACE, [])
+    monkeypatch.setenv("ADVISOR_JOBS", "2")
+    monkeypatch.setattr(trace, "PIECE_BYTES", 1000)
+    assert trace._read_in_pieces(rank_dir / TRACE) is None
+    pieces = trace.read_trace(rank_dir / TRACE, [])
+    assert pieces.truncation == whole.truncation and "truncated at byte" in pieces.truncation
+    assert pieces.device.equals(whole.device)
+
+
 def test_framework_op_calls_per_step_from_the_real_trace():
     from advisor.facts import extract_facts
     from advisor.facts.models import ApiFact

@@ -169,13 +169,17 @@ def test_trace_reader_does_not_depend_on_block_size_and_survives_any_cut(trace_e
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(jsonstream, "BLOCK_BYTES", 64)
             small = _tables(path)
-        assert (whole is None) == (small is None)
+            patch.setattr(trace, "PIECE_BYTES", 200)  # and in pieces, on up to 3 processes
+            patch.setenv("ADVISOR_JOBS", "3")
+            pieces = _tables(path)
+            path.write_bytes(data[: int(len(data) * cut)])
+            part = _tables(path)
+        assert (whole is None) == (small is None) == (pieces is None)
         if whole is not None:
             for name in ("host", "apis", "device", "overlap", "launches"):
                 assert getattr(whole, name).equals(getattr(small, name)), name
+                assert getattr(whole, name).equals(getattr(pieces, name)), name
             assert (whole.device["dur"] >= 0).all()
-        path.write_bytes(data[: int(len(data) * cut)])
-        part = _tables(path)
     if whole is not None and part is not None and "classified by their own fields" not in (part.truncation or ""):
         assert len(part.device) <= len(whole.device)
 

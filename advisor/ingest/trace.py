@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -21,11 +22,14 @@ from typing import Union
 import msgspec
 import pandas as pd
 
+from advisor import parallel
 from advisor.ingest import jsonstream
 from advisor.ingest.jsonstream import Cut, EventDecoders, array_blocks
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
 
+PIECE_BYTES = 32 << 20  # a file is read on several cores when each core gets at least this much of it
+SPLIT_WINDOW = 4 << 20  # how far past a split point to look for the next event boundary
 HOST_PROCESSES = ("Python", "Python GC")
 API_PROCESS = "CANN"
 DEVICE_PROCESS = "Ascend Hardware"
@@ -44,12 +48,12 @@ FRAMEWORK_OPS = re.compile(
 )
 
 
-class _Args(msgspec.Struct):
+class _Args(msgspec.Struct, gc=False):
     name: Union[str, None] = None
     task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: Union[str, None] = None
     name: Union[str, None] = None
     pid: Union[int, str, None] = None
@@ -58,10 +62,13 @@ class _Event(msgspec.Struct):
     dur: Union[float, None] = None
     cat: Union[str, None] = None
     id: Union[int, str, None] = None
-    args: Union[_Args, None] = None
+    args: msgspec.Raw = msgspec.Raw(b"null")  # decoded only for the few events that need it (see _collect)
 
 
 _DECODERS = EventDecoders.of(_Event)
+_ARGS = msgspec.json.Decoder(_Args, strict=False)
+_ARGS_LIST = msgspec.json.Decoder(list[_Args], strict=False)
+_TASK_TYPE_KEY = b'"Task Type"'
 
 
 @dataclass
@@ -86,23 +93,25 @@ class _Rows:
     starts: dict = field(default_factory=dict)
     ends: dict = field(default_factory=dict)
     bad_times: int = 0
+    bad_fields: int = 0
     kinds: dict = field(default_factory=dict)  # event name -> the table it goes to ("" for none)
+
+    def extend(self, later: _Rows) -> None:
+        """Append the rows of the part of the file that follows this one."""
+        self.names.update(later.names)
+        for table in ("host", "apis", "device", "overlap"):
+            getattr(self, table).extend(getattr(later, table))
+        self.starts.update(later.starts)
+        self.ends.update(later.ends)
+        self.bad_times += later.bad_times
+        self.bad_fields += later.bad_fields
 
 
 def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     """Decode ``path`` and split it into tables; raise FileProblem when it is not a trace at all."""
-    rows = _Rows()
-    bad = 0
-    cut = Cut()
-    with open_binary(path) as handle:
-        try:
-            for events, dropped in _blocks(handle, cut):
-                _collect(events, rows)
-                bad += dropped
-        except RecursionError as exc:
-            raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
-    if bad:
-        warnings.append(f"{bad} event(s) with fields of unexpected types were ignored")
+    rows, cut = _read_in_pieces(path) or _read_whole(path)
+    if rows.bad_fields:
+        warnings.append(f"{rows.bad_fields} event(s) with fields of unexpected types were ignored")
     by_fields = not rows.names and cut.reason is not None and any((rows.host, rows.apis, rows.device))
     if not rows.names and not by_fields:
         raise FileProblem("has no process_name metadata events; it is not an Ascend trace_view.json")
@@ -145,11 +154,15 @@ def _name_kind(name: str) -> str:
     return ""
 
 
-def _collect(events: list[_Event], rows: _Rows) -> None:
-    """Keep the rows the facts use from one block of events (``x - x == 0`` rejects NaN and ±inf).
+def _collect(events: list[_Event], rows: _Rows) -> int:
+    """Keep the rows the facts use from one block of events; return how many were dropped for bad args.
 
-    Names repeat (the same ops every step), so each name is classified once and the answer cached.
+    ``args`` stays undecoded (skipping call stacks inside a struct costs msgspec more than the rest of the
+    event): only events whose raw args hold a ``"Task Type"`` key (device tasks) and process names decode
+    theirs, the device candidates in one batch. Names repeat (the same ops every step), so each name is
+    classified once and the answer cached; ``x - x == 0`` rejects NaN and ±inf.
     """
+    tasks: list[tuple[_Event, bytes]] = []
     kinds = rows.kinds
     for e in events:
         ph = e.ph
@@ -158,28 +171,65 @@ def _collect(events: list[_Event], rows: _Rows) -> None:
             if ts is None or dur is None or dur < 0 or ts - ts != 0 or dur - dur != 0:
                 rows.bad_times += 1
                 continue
-            name = e.name or ""
-            args = e.args
-            if args is not None and args.task_type is not None:
-                rows.device.append((e.pid, e.tid, name, args.task_type, ts, dur))
-                continue
-            kind = kinds.get(name)
-            if kind is None:
-                kind = kinds[name] = _name_kind(name)
-            if kind == "overlap":
-                rows.overlap.append((e.pid, name, ts, dur))
-            elif kind == "api":
-                rows.apis.append((e.pid, name, e.tid, ts, dur))
-            elif kind == "host" or e.cat == "GC":
-                rows.host.append((e.pid, name, e.cat or "", e.tid, ts, dur))
+            raw = bytes(e.args)
+            if _TASK_TYPE_KEY in raw:
+                tasks.append((e, raw))
+            elif kinds.get(e.name) != "" or e.cat == "GC":  # most events: a name known to be of no use
+                _keep_by_name(e, rows)
         elif ph == "M":
-            if e.name == "process_name" and e.args is not None and e.args.name is not None:
-                rows.names[e.pid] = e.args.name
+            if e.name == "process_name":
+                name = _process_name(e.args)
+                if name is not None:
+                    rows.names[e.pid] = name
         elif e.cat == LAUNCH_FLOW and e.id is not None and e.ts is not None and e.ts - e.ts == 0:
             if ph == "s":
                 rows.starts[e.id] = e.ts
             elif ph == "f":
                 rows.ends[e.id] = e.ts
+    return _keep_tasks(tasks, rows) if tasks else 0
+
+
+def _keep_by_name(e: _Event, rows: _Rows) -> None:
+    """File an X event that is not a device task by its name (or GC category)."""
+    name = e.name or ""
+    kind = rows.kinds.get(name)
+    if kind is None:
+        kind = rows.kinds[name] = _name_kind(name)
+    if kind == "overlap":
+        rows.overlap.append((e.pid, name, e.ts, e.dur))
+    elif kind == "api":
+        rows.apis.append((e.pid, name, e.tid, e.ts, e.dur))
+    elif kind == "host" or e.cat == "GC":
+        rows.host.append((e.pid, name, e.cat or "", e.tid, e.ts, e.dur))
+
+
+def _keep_tasks(tasks: list[tuple[_Event, bytes]], rows: _Rows) -> int:
+    """Decode the args of the device-task candidates in one call; return how many had unusable args."""
+    try:
+        decoded = _ARGS_LIST.decode(b"[" + b",".join(raw for _e, raw in tasks) + b"]")
+    except msgspec.ValidationError:
+        decoded = [_one_args(raw) for _e, raw in tasks]
+    dropped = 0
+    for (e, _raw), args in zip(tasks, decoded):
+        if args is None:
+            dropped += 1
+        elif args.task_type is not None:
+            rows.device.append((e.pid, e.tid, e.name or "", args.task_type, e.ts, e.dur))
+        else:  # the key was nested deeper: not a device task
+            _keep_by_name(e, rows)
+    return dropped
+
+
+def _one_args(raw: bytes) -> _Args | None:
+    try:
+        return _ARGS.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _process_name(args: msgspec.Raw) -> str | None:
+    decoded = _one_args(bytes(args))
+    return decoded.name if decoded is not None else None
 
 
 def _blocks(handle, cut: Cut) -> Iterator[tuple[list[_Event], int]]:
@@ -191,3 +241,92 @@ def _blocks(handle, cut: Cut) -> Iterator[tuple[list[_Event], int]]:
         kind = "an object" if head.startswith(b"{") else "not JSON"
         raise FileProblem(f"is not a JSON array of events (the file holds {kind})")
     return array_blocks(handle, head[1:], 1, _DECODERS, cut)
+
+
+def _read_whole(path: Path) -> tuple[_Rows, Cut]:
+    rows, cut = _Rows(), Cut()
+    with open_binary(path) as handle:
+        try:
+            for events, dropped in _blocks(handle, cut):
+                rows.bad_fields += dropped + _collect(events, rows)
+        except RecursionError as exc:
+            raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
+    return rows, cut
+
+
+def _read_in_pieces(path: Path) -> tuple[_Rows, Cut] | None:
+    """Read a large uncompressed file as consecutive byte ranges on several cores; None when not worth it.
+
+    Each range starts at a ``{`` that follows ``}, `` and is decoded as an array on its own. A range can
+    only decode when the one before it ended at a real event boundary (a cut inside a string or an object
+    never decodes), so the first range, which starts at the array's ``[``, vouches for the second and so
+    on: when every range decodes, the rows are exactly those of one sequential read. Anything else — a
+    boundary inside a string, a damaged or truncated file — returns None and the file is read whole, which
+    names the problem.
+    """
+    if path.suffix == ".gz" or not parallel.can_fork():
+        return None
+    size = path.stat().st_size
+    count = min(parallel.jobs(), size // PIECE_BYTES)
+    ranges = _piece_ranges(path, size, count) if count > 1 else None
+    if ranges is None:
+        return None
+    last = len(ranges) - 1
+    try:
+        pieces = parallel.fork_map(_read_piece, [(path, start, end, i == last) for i, (start, end) in enumerate(ranges)])
+    except (FileProblem, RecursionError, OSError, BrokenProcessPool, msgspec.MsgspecError):
+        return None
+    if any(piece is None for piece in pieces):
+        return None
+    rows = pieces[0]
+    for piece in pieces[1:]:
+        rows.extend(piece)
+    return rows, Cut()
+
+
+def _piece_ranges(path: Path, size: int, count: int) -> list[tuple[int, int]] | None:
+    """``count`` byte ranges covering the array's events, each starting at an event's ``{`` (None: none found)."""
+    with path.open("rb") as handle:
+        head = handle.read(SPLIT_WINDOW)
+        first = len(head) - len(head.lstrip())
+        if head[first:first + 1] != b"[":
+            return None
+        starts, ends = [first + 1], []
+        for index in range(1, count):
+            offset = index * size // count
+            handle.seek(offset)
+            gap = jsonstream.EVENT_GAP.search(handle.read(SPLIT_WINDOW))
+            if gap is None or offset + gap.start() <= starts[-1]:
+                return None
+            ends.append(offset + gap.start() + 1)
+            starts.append(offset + gap.end() - 1)
+    return list(zip(starts, [*ends, size]))
+
+
+def _read_piece(piece: tuple[Path, int, int, bool]) -> _Rows | None:
+    """The rows of one byte range (see _read_in_pieces); None when the range does not decode whole."""
+    path, start, end, last = piece
+    rows, cut = _Rows(), Cut()
+    with path.open("rb") as handle:
+        handle.seek(start)
+        for events, dropped in array_blocks(_Range(handle, end - start, b"" if last else b"]"), b"", start,
+                                            _DECODERS, cut):
+            rows.bad_fields += dropped + _collect(events, rows)
+    return None if cut.reason else rows
+
+
+class _Range:
+    """A reader of the next ``length`` bytes of a file, followed by ``closing``."""
+
+    def __init__(self, handle, length: int, closing: bytes) -> None:
+        self.handle, self.left, self.closing = handle, length, closing
+
+    def readinto(self, view: memoryview) -> int:
+        if self.left > 0:
+            count = self.handle.readinto(view[: self.left])
+            self.left = self.left - count if count else 0
+            if count:
+                return count
+        closing, self.closing = self.closing, b""
+        view[: len(closing)] = closing
+        return len(closing)
