@@ -28,6 +28,7 @@ from advisor.engine.spec import CompiledExpressions, RuleSpec, check_rule
 from advisor.errors import RuleError
 from advisor.knowledge import KnowledgeEntry
 from advisor.resources import data_dir
+from advisor.yamlcache import ParsedYaml, cache_directory
 
 M = TypeVar("M", bound=BaseModel)
 # libyaml's safe loader when PyYAML was built with it (5-10x faster); both construct plain data only.
@@ -124,18 +125,20 @@ def load_rulebook(packs: Sequence[Path] = (), *, installed: bool = True, skip_br
     listing every problem, or with ``skip_broken`` the pack is left out and listed in ``book.skipped``.
     """
     book = RuleBook()
-    builtin = read_pack(data_dir("rules").parent, book, name=BUILTIN_PACK)
+    parsed = ParsedYaml(cache_directory())
+    builtin = read_pack(data_dir("rules").parent, book, name=BUILTIN_PACK, parsed=parsed)
     if builtin.problems:
         raise RuleError(_problem_list(builtin.problems))
     apply_pack(book, builtin)
     for root in [*(installed_packs() if installed else []), *packs]:
-        contents = read_pack(root, book)
+        contents = read_pack(root, book, parsed=parsed)
         if not contents.problems:
             apply_pack(book, contents)
         elif skip_broken:
             book.skipped.append(SkippedPack(root=str(root), problems=contents.problems))
         else:
             raise RuleError(_problem_list(contents.problems))
+    parsed.save()
     return book
 
 
@@ -156,12 +159,16 @@ def installed_packs() -> list[Path]:
     return roots
 
 
-def read_pack(root: Path, book: RuleBook, name: str | None = None) -> PackContents:
-    """Read and validate one pack against what ``book`` already holds (knowledge ids, rule ids to disable)."""
+def read_pack(root: Path, book: RuleBook, name: str | None = None, parsed: ParsedYaml | None = None) -> PackContents:
+    """Read and validate one pack against what ``book`` already holds (knowledge ids, rule ids to disable).
+
+    ``parsed`` caches the parsed YAML between runs (the files are parsed afresh without it).
+    """
+    parsed = parsed or ParsedYaml(None)
     if not root.is_dir():
         return PackContents(name=name or root.name, root=root, problems=[f"{root}: not a directory"])
     problems: list[str] = []
-    manifest = _load_model(root / MANIFEST, PackManifest, problems) if (root / MANIFEST).is_file() else None
+    manifest = _load_model(root / MANIFEST, PackManifest, problems, parsed) if (root / MANIFEST).is_file() else None
     contents = PackContents(name=name or (manifest and manifest.name) or root.name, root=root, problems=problems)
     contents.disable = list(manifest.disable) if manifest else []
     rules_dir, knowledge_dir = root / "rules", root / "knowledge"
@@ -169,7 +176,7 @@ def read_pack(root: Path, book: RuleBook, name: str | None = None) -> PackConten
         contents.problems.append(f"{root}: not a rule pack (no rules/ or knowledge/ directory, no {MANIFEST})")
         return contents
     for path in _yaml_files(knowledge_dir):
-        entry = _load_model(path, KnowledgeEntry, contents.problems)
+        entry = _load_model(path, KnowledgeEntry, contents.problems, parsed)
         if entry is None:
             continue
         if entry.id != path.stem:
@@ -179,7 +186,7 @@ def read_pack(root: Path, book: RuleBook, name: str | None = None) -> PackConten
         else:
             contents.knowledge[entry.id] = entry
     for path in _yaml_files(rules_dir):
-        rule = _load_rule(root, path, contents.name, contents.problems)
+        rule = _load_rule(root, path, contents.name, contents.problems, parsed)
         if rule is None:
             continue
         missing = [k for k in rule.spec.then.recommend if k not in contents.knowledge and k not in book.knowledge]
@@ -223,8 +230,8 @@ def _problem_list(problems: Iterable[str]) -> str:
     return "invalid rule or knowledge files:\n" + "\n".join(f"  {p}" for p in problems)
 
 
-def _load_rule(root: Path, path: Path, pack: str, problems: list[str]) -> Rule | None:
-    spec = _load_model(path, RuleSpec, problems)
+def _load_rule(root: Path, path: Path, pack: str, problems: list[str], parsed: ParsedYaml) -> Rule | None:
+    spec = _load_model(path, RuleSpec, problems, parsed)
     if spec is None:
         return None
     if spec.id != path.stem:
@@ -239,12 +246,12 @@ def _load_rule(root: Path, path: Path, pack: str, problems: list[str]) -> Rule |
     return Rule(spec=spec, exprs=exprs, path=path, shown_path=path.relative_to(root).as_posix(), pack=pack)
 
 
-def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
+def _load_model(path: Path, model: type[M], problems: list[str], parsed: ParsedYaml) -> M | None:
     try:
         if path.stat().st_size > _MAX_FILE_BYTES:
             problems.append(f"{path}:1: file is larger than 1 MiB")
             return None
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
+        data = parsed.load(path.read_text(encoding="utf-8"), _parse)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -264,6 +271,10 @@ def _load_model(path: Path, model: type[M], problems: list[str]) -> M | None:
             location = ".".join(str(p) for p in error["loc"])
             problems.append(f"{path}:{_line_of(node, error['loc'])}: {location}: {error['msg']}")
         return None
+
+
+def _parse(text: str) -> Any:
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
 
 
 def _yaml_files(directory: Path) -> list[Path]:

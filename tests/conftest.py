@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ SAMPLE_SINGLE = FIXTURES / "samples" / "single_rank" / "localhost_2231054_202511
 SAMPLE_CLUSTER = FIXTURES / "samples" / "cluster_2ranks"
 
 sys.path.insert(0, str(Path(__file__).parent))
+# the parsed-YAML cache of the rule book goes to a directory of this run, not the user's ~/.cache
+os.environ.setdefault("ADVISOR_CACHE_DIR", tempfile.mkdtemp(prefix="advisor-test-cache-"))
 
 
 @pytest.fixture(scope="session")
