@@ -22,7 +22,7 @@ BottleneckKind = Literal["compute", "communication", "host", "io", "memory", "ba
 class Fact(BaseModel):
     """Base of every fact family."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, defer_build=True)
 
     family: ClassVar[str]
     source: ClassVar[str]
