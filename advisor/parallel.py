@@ -1,9 +1,10 @@
 """Spread independent pieces of work over the machine's cores in forked worker processes.
 
 The number of processes is ``ADVISOR_JOBS`` when set (``1`` turns parallel work off), else the CPUs this
-process may run on. Workers are forked, so they start in milliseconds with every module already imported;
-where ``fork`` does not exist (Windows, macOS defaults aside) the work runs in this process, one piece after
-the other, with the same results.
+process may run on. Workers are forked after the work is set up, so they start in milliseconds with every
+module imported and every table already in memory: only an item's index goes to a worker, and only its
+result comes back (pickled). Where ``fork`` does not exist the work runs in this process, one piece after
+the other, with the same results. Work started inside a worker runs there serially.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, TypeVar
 
 JOBS_VARIABLE = "ADVISOR_JOBS"
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+
+_work: tuple[Callable[[Any], Any], Sequence[Any]] | None = None  # what the forked workers run
+_in_worker = False
 
 
 def jobs() -> int:
@@ -31,20 +35,57 @@ def jobs() -> int:
         return os.cpu_count() or 1
 
 
+def in_worker() -> bool:
+    """Whether this process is a worker of fork_map (which must not draw on the terminal)."""
+    return _in_worker
+
+
 def can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
+    return not _in_worker and "fork" in multiprocessing.get_all_start_methods()
 
 
 def fork_map(function: Callable[[Item], Result], items: Sequence[Item]) -> list[Result]:
-    """``[function(item) for item in items]``, the first in this process and the rest in forked workers.
+    """``[function(item) for item in items]`` computed by this process and ``jobs() - 1`` forked workers.
 
-    ``function`` and its results must pickle (results travel back through a pipe); an exception raised by
-    any piece is raised here.
+    This process takes the first item, then the last items no worker has started, while the workers take
+    them from the front. Results must pickle; an exception raised by any piece is raised here.
     """
+    global _work
     workers = min(jobs(), len(items)) - 1
     if workers < 1 or not can_fork():
         return [function(item) for item in items]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(function, item) for item in items[1:]]
-        first = function(items[0])
-        return [first, *(future.result() for future in futures)]
+    _work = (function, items)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_become_worker) as pool:
+            futures: list[Future | None] = [None, *(pool.submit(_run, index) for index in range(1, len(items)))]
+            try:
+                return _share(function, items, futures)
+            except BaseException:
+                pool.shutdown(cancel_futures=True)
+                raise
+    finally:
+        _work = None
+
+
+def _share(function: Callable[[Any], Any], items: Sequence[Any], futures: list[Future | None]) -> list[Any]:
+    results: list[Any] = [function(items[0])] + [None] * (len(items) - 1)
+    for index in range(len(items) - 1, 0, -1):
+        if not futures[index].cancel():  # type: ignore[union-attr]
+            break
+        futures[index] = None
+        results[index] = function(items[index])
+    for index, future in enumerate(futures):
+        if future is not None:
+            results[index] = future.result()
+    return results
+
+
+def _become_worker() -> None:
+    global _in_worker
+    _in_worker = True
+
+
+def _run(index: int) -> Any:
+    function, items = _work  # type: ignore[misc]
+    return function(items[index])

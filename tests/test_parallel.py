@@ -41,3 +41,29 @@ def test_an_exception_in_any_piece_is_raised_here(monkeypatch, failing):
 def test_jobs_from_the_environment(monkeypatch, value, expected):
     monkeypatch.setenv("ADVISOR_JOBS", value)
     assert parallel.jobs() == (expected or len(os.sched_getaffinity(0)))
+
+
+def _cluster(tmp_path):
+    """Four ranks: one straggling, one DB export, one with a broken kernel table and one without a trace."""
+    from builders import RankSpec, StepRow, build_rank, build_rank_db
+
+    build_rank(tmp_path, RankSpec(rank=0))
+    build_rank(tmp_path, RankSpec(rank=1, steps=[StepRow(5, 2600.0, 900.0, 85.0, 66.0), StepRow(6, 2600.0, 900.0, 85.0, 66.0)]))
+    build_rank_db(tmp_path, RankSpec(rank=2))
+    broken = build_rank(tmp_path, RankSpec(rank=3, omit=("trace_view.json",)))
+    (broken / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(b"\x00\x01 not a csv")
+    return tmp_path
+
+
+def test_ranks_read_and_analysed_on_several_cores_give_the_serial_report(tmp_path, monkeypatch):
+    from advisor.diagnose import diagnose
+
+    profile = _cluster(tmp_path)
+    reports = {}
+    for jobs in ("1", "3"):
+        monkeypatch.setenv("ADVISOR_JOBS", jobs)
+        reports[jobs] = diagnose(profile).model_dump(mode="json", exclude={"generated_at"})
+    assert reports["3"] == reports["1"]
+    coverage = reports["1"]["coverage"]
+    assert any("kernel_details.csv" in s["file"] for s in coverage["skipped"]) and coverage["read"]
+    assert {f["rank"] for f in reports["1"]["facts"] if f["type"] == "breakdown" and f.get("rank") is not None} >= {0, 1, 2}
