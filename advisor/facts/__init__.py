@@ -74,6 +74,7 @@ from advisor.facts.steps import (
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.ingest import Profile, RankData
 from advisor.ingest.groups import groups_by_hash
+from advisor.parallel import fork_map
 from advisor.planners.hccl import DTYPE_BYTES, buffsize_mb
 from advisor.planners.mc2 import plan_mc2
 from advisor.planners.parallel import plan_parallel
@@ -137,21 +138,13 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
     rank_breakdowns: list[BreakdownFact] = []
     step_numbers: set[int] = set()
     hardware = infer_hardware(profile)
-    for rank in profile.ranks:
-        steps = _step_facts(profile, rank, out.warnings)
-        out.facts.extend(steps)
-        step_numbers.update(s.step for s in steps if s.step is not None)
-        if not steps and rank.trace is not None:  # no device breakdown, but the host recorded step boundaries
-            step_numbers.update(int(n) for n in profiler_step_windows(rank.trace.host)["step"])
-        breakdown = _rank_breakdown(rank.rank, steps)
+    for facts, warnings, steps, breakdown in fork_map(lambda rank: _rank_facts(profile, rank, hardware, user),
+                                                     profile.ranks):
+        out.facts.extend(facts)
+        out.warnings.extend(warnings)
+        step_numbers.update(steps)
         if breakdown is not None:
             rank_breakdowns.append(breakdown)
-            out.facts.append(breakdown)
-        out.facts.extend(_operator_facts(profile, rank, steps, breakdown))
-        out.facts.extend(_sequence_facts(profile, rank, steps, breakdown))
-        out.facts.extend(_communication_facts(profile, rank, hardware))
-        out.facts.extend(_memory_facts(profile, rank, user))
-        out.facts.extend(_host_facts(profile, rank, breakdown))
     out.facts.extend(_link_facts(profile, hardware))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
@@ -166,6 +159,28 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
         if layout is not None:
             out.facts.insert(2, layout)
     return out
+
+
+def _rank_facts(profile: Profile, rank: RankData, hardware: str | None, user: UserContext | None
+                ) -> tuple[list[Fact], list[str], set[int], BreakdownFact | None]:
+    """The facts of one rank (computed on its own core when there are several): facts, warnings, step
+    numbers, and the rank's breakdown."""
+    facts: list[Fact] = []
+    warnings: list[str] = []
+    steps = _step_facts(profile, rank, warnings)
+    facts.extend(steps)
+    step_numbers = {s.step for s in steps if s.step is not None}
+    if not steps and rank.trace is not None:  # no device breakdown, but the host recorded step boundaries
+        step_numbers.update(int(n) for n in profiler_step_windows(rank.trace.host)["step"])
+    breakdown = _rank_breakdown(rank.rank, steps)
+    if breakdown is not None:
+        facts.append(breakdown)
+    facts.extend(_operator_facts(profile, rank, steps, breakdown))
+    facts.extend(_sequence_facts(profile, rank, steps, breakdown))
+    facts.extend(_communication_facts(profile, rank, hardware))
+    facts.extend(_memory_facts(profile, rank, user))
+    facts.extend(_host_facts(profile, rank, breakdown))
+    return facts, warnings, step_numbers, breakdown
 
 
 def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[StepFact]:

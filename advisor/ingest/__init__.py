@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.ingest.ascend import Reader, read_rank
-from advisor.ingest.discover import KINETO_FORMAT, Layout, discover
+from advisor.ingest.discover import KINETO_FORMAT, Layout, RankDir, discover
 from advisor.ingest.model import Coverage, CsvTable, Profile, RankData
+from advisor.parallel import fork_map
 
 __all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile"]
 
@@ -18,8 +19,17 @@ def load_profile(path: Path) -> Profile:
     if layout.format == KINETO_FORMAT:
         ranks = _read_traces(layout, coverage)
     else:
-        ranks = [read_rank(r.path, r.output_dir, r.rank, layout.base, coverage) for r in layout.ranks if r.rank is not None]
+        ranks = []
+        for rank, rank_coverage in fork_map(lambda r: _read_rank(r, layout.base), [r for r in layout.ranks if r.rank is not None]):
+            ranks.append(rank)
+            coverage.extend(rank_coverage)
     return Profile(root=path, base=layout.base, format=layout.format, ranks=ranks, coverage=coverage)
+
+
+def _read_rank(found: RankDir, base: Path) -> tuple[RankData, Coverage]:
+    """One rank directory and what reading it recorded (ranks are read on several cores when there are several)."""
+    coverage = Coverage()
+    return read_rank(found.path, found.output_dir, found.rank, base, coverage), coverage
 
 
 def _read_traces(layout: Layout, coverage: Coverage) -> list[RankData]:

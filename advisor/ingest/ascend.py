@@ -38,6 +38,7 @@ from advisor.ingest.limits import check_size
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData, SkippedFile
 from advisor.ingest.paths import display_path
 from advisor.ingest.trace import read_trace
+from advisor.parallel import in_worker
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _MAX_JSON_BYTES = 64 << 20
@@ -213,7 +214,7 @@ def _read_db_export(data: RankData, database: Path, reader: Reader) -> None:
 def report_progress(shown: str, path: Path) -> None:
     """Tell the current progress listener (if any) which file is being read and how big it is."""
     listener = PROGRESS.get()
-    if listener is not None:
+    if listener is not None and not in_worker():  # the progress display lives in the main process
         try:
             size = path.stat().st_size
         except OSError:

@@ -41,6 +41,11 @@ class Coverage(BaseModel):
     def skip(self, file: str, reason: str) -> None:
         self.skipped.append(SkippedFile(file=file, reason=reason))
 
+    def extend(self, later: Coverage) -> None:
+        """Add what ``later`` recorded (the coverage of the next rank, read in another process)."""
+        for name in ("read", "missing", "skipped", "partly_read", "warnings"):
+            getattr(self, name).extend(getattr(later, name))
+
 
 @dataclass
 class CsvTable:
@@ -98,6 +103,7 @@ class Profile:
     format: str
     ranks: list[RankData]
     coverage: Coverage
+    _shown: dict[Path, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def platform(self) -> str:
@@ -106,4 +112,7 @@ class Profile:
 
     def shown(self, path: Path) -> str:
         """How ``path`` appears in reports: relative to the directory that holds the rank directories."""
-        return display_path(path, self.base)
+        shown = self._shown.get(path)
+        if shown is None:  # resolving paths costs system calls, and every fact names its files
+            shown = self._shown[path] = display_path(path, self.base)
+        return shown
