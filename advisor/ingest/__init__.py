@@ -36,8 +36,16 @@ def _read_traces(layout: Layout, coverage: Coverage) -> list[RankData]:
     """Read every trace; ranks come from distributedInfo, and a missing or repeated one gets the next free number."""
     from advisor.ingest.gpu import attach_nccl_waits, read_gpu_rank  # it imports facts, which import this package
 
+    def read_one(trace: RankDir) -> tuple[RankData | None, Coverage]:
+        own = Coverage()
+        return Reader(layout.base, own).read(trace.path, read_gpu_rank), own
+
+    found = []
+    for rank, trace_coverage in fork_map(read_one, layout.ranks):  # one trace per core
+        coverage.extend(trace_coverage)
+        if rank is not None:
+            found.append(rank)
     reader = Reader(layout.base, coverage)
-    found = [rank for trace in layout.ranks if (rank := reader.read(trace.path, read_gpu_rank)) is not None]
     for rank in found:
         if rank.kineto is not None and rank.kineto.truncation is not None:
             reader.partly_read(rank.path, rank.kineto.truncation)
