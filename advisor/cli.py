@@ -89,6 +89,18 @@ MaxFileSizeOption = Annotated[
     typer.Option("--max-file-size", callback=_max_file_size, metavar="SIZE",
                  help="Skip input files larger than this (default 4G; e.g. 16G)."),
 ]
+def _jobs(value: Optional[int]) -> Optional[int]:
+    from advisor.parallel import JOBS
+
+    JOBS.set(value)
+    return value
+
+
+JobsOption = Annotated[
+    Optional[int],
+    typer.Option("--jobs", "-j", callback=_jobs, min=1, metavar="N",
+                 help="Processes to read and analyse with (default: every usable core, or $ADVISOR_JOBS)."),
+]
 RulesOption = Annotated[
     Optional[list[Path]],
     typer.Option("--rules", help="A rule pack directory (rules/, knowledge/, pack.yaml) to add (repeatable)."),
@@ -126,6 +138,7 @@ def diagnose_command(
         bool, typer.Option("--explain", help="In the terminal report, show each finding's conditions and fact values.")
     ] = False,
     max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
     """Diagnose a profile and print or write the action plan."""
@@ -149,6 +162,7 @@ def facts_command(
     env_file: EnvFileOption = None,
     context: ContextOption = None,
     max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
     """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against."""
@@ -326,6 +340,7 @@ def explain_command(
     env_file: EnvFileOption = None,
     context: ContextOption = None,
     max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
     """Show why a rule fired on a profile (each condition with its fact values), or why it did not."""
@@ -353,6 +368,7 @@ def compare_command(
     context: ContextOption = None,
     rules: RulesOption = None,
     max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
     """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after)."""

@@ -1,7 +1,7 @@
 """Spread independent pieces of work over the machine's cores in forked worker processes.
 
-The number of processes is ``ADVISOR_JOBS`` when set (``1`` turns parallel work off), else the CPUs this
-process may run on. Workers are forked after the work is set up, so they start in milliseconds with every
+The number of processes is ``--jobs`` (the ``JOBS`` context variable) when given, else ``ADVISOR_JOBS`` when
+set (``1`` turns parallel work off), else the CPUs this process may run on. Workers are forked after the work is set up, so they start in milliseconds with every
 module imported and every table already in memory: only an item's index goes to a worker, and only its
 result comes back (pickled). Where ``fork`` does not exist the work runs in this process, one piece after
 the other, with the same results. Work started inside a worker runs there serially.
@@ -9,13 +9,16 @@ the other, with the same results. Work started inside a worker runs there serial
 
 from __future__ import annotations
 
+import contextvars
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, TypeVar
 
 JOBS_VARIABLE = "ADVISOR_JOBS"
+JOBS: contextvars.ContextVar[int | None] = contextvars.ContextVar("JOBS", default=None)
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -26,6 +29,9 @@ _in_worker = False
 
 def jobs() -> int:
     """How many processes parallel work may use (at least 1)."""
+    chosen = JOBS.get()
+    if chosen is not None and chosen > 0:
+        return chosen
     text = os.environ.get(JOBS_VARIABLE, "").strip()
     if text.isdigit() and int(text) > 0:
         return int(text)
@@ -82,8 +88,14 @@ def _share(function: Callable[[Any], Any], items: Sequence[Any], futures: list[F
 
 
 def _become_worker() -> None:
+    """Mark this forked process as a worker, with standard streams of its own.
+
+    The parent's stream objects may have been locked by another thread (the progress display) at the
+    moment of the fork; a worker flushing them at exit would then wait forever. Workers print nothing.
+    """
     global _in_worker
     _in_worker = True
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the worker)
 
 
 def _run(index: int) -> Any:

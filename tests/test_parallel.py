@@ -67,3 +67,31 @@ def test_ranks_read_and_analysed_on_several_cores_give_the_serial_report(tmp_pat
     coverage = reports["1"]["coverage"]
     assert any("kernel_details.csv" in s["file"] for s in coverage["skipped"]) and coverage["read"]
     assert {f["rank"] for f in reports["1"]["facts"] if f["type"] == "breakdown" and f.get("rank") is not None} >= {0, 1, 2}
+
+
+def test_the_jobs_option_sets_the_process_count_and_refuses_zero(tmp_path):
+    import subprocess
+    import sys
+
+    profile = _cluster(tmp_path / "profile")
+    reports = {}
+    for jobs in ("1", "4"):
+        out = tmp_path / f"report-{jobs}.json"
+        done = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(profile), "--jobs", jobs, "-o", str(out)],
+                              capture_output=True, text=True)
+        assert done.returncode == 3, done.stderr  # partial: one rank's kernel table is broken
+        reports[jobs] = out.read_text()
+    assert reports["1"] == reports["4"]
+    refused = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(profile), "-j", "0"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "--jobs" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_jobs_given_on_the_command_line_win_over_the_environment(monkeypatch):
+    monkeypatch.setenv("ADVISOR_JOBS", "5")
+    token = parallel.JOBS.set(2)
+    try:
+        assert parallel.jobs() == 2
+    finally:
+        parallel.JOBS.reset(token)
+    assert parallel.jobs() == 5
