@@ -99,7 +99,7 @@ def _jobs(value: Optional[int]) -> Optional[int]:
 JobsOption = Annotated[
     Optional[int],
     typer.Option("--jobs", "-j", callback=_jobs, min=1, metavar="N",
-                 help="Processes to read and analyse with (default: every usable core, or $ADVISOR_JOBS)."),
+                 help="Processes to read and analyse with (default: $ADVISOR_JOBS, else the usable cores, at most 8)."),
 ]
 RulesOption = Annotated[
     Optional[list[Path]],

@@ -1,10 +1,11 @@
 """Spread independent pieces of work over the machine's cores in forked worker processes.
 
 The number of processes is ``--jobs`` (the ``JOBS`` context variable) when given, else ``ADVISOR_JOBS`` when
-set (``1`` turns parallel work off), else the CPUs this process may run on. Workers are forked after the work is set up, so they start in milliseconds with every
+set (``1`` turns parallel work off), else the CPUs this process may use (affinity and container quota), at
+most 8. Workers are forked after the work is set up, so they start in milliseconds with every
 module imported and every table already in memory: only an item's index goes to a worker, and only its
-result comes back (pickled). Where ``fork`` does not exist the work runs in this process, one piece after
-the other, with the same results. Work started inside a worker runs there serially.
+result comes back (pickled). Off Linux the work runs in this process, one piece after the other, with the
+same results. Work started inside a worker runs there serially.
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 JOBS_VARIABLE = "ADVISOR_JOBS"
 JOBS: contextvars.ContextVar[int | None] = contextvars.ContextVar("JOBS", default=None)
+DEFAULT_MAX_JOBS = 8
+CGROUP_V2_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -35,10 +40,39 @@ def jobs() -> int:
     text = os.environ.get(JOBS_VARIABLE, "").strip()
     if text.isdigit() and int(text) > 0:
         return int(text)
+    return default_jobs()
+
+
+def default_jobs() -> int:
+    """The CPUs this process may use — its affinity and its container's CPU quota — at most DEFAULT_MAX_JOBS.
+
+    Each worker holds a rank's tables (or a trace's blocks) while it reads, so the default stays modest on
+    large hosts; ``--jobs`` goes higher.
+    """
     try:
-        return max(len(os.sched_getaffinity(0)), 1)
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this OS
-        return os.cpu_count() or 1
+        usable = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        usable = min(usable, quota)
+    return max(1, min(usable, DEFAULT_MAX_JOBS))
+
+
+def _cgroup_cpu_quota() -> int | None:
+    """Whole CPUs allowed by a cgroup v2 ``cpu.max`` or v1 CFS quota (rounded up), None when unlimited."""
+    try:
+        fields = CGROUP_V2_CPU_MAX.read_text().split()
+    except OSError:
+        fields = []
+    if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit() and int(fields[1]) > 0:
+        return max(1, -(-int(fields[0]) // int(fields[1])))
+    try:
+        quota = int((CGROUP_V1_CPU / "cpu.cfs_quota_us").read_text())
+        period = int((CGROUP_V1_CPU / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return max(1, -(-quota // period)) if quota > 0 and period > 0 else None
 
 
 def in_worker() -> bool:
@@ -47,7 +81,8 @@ def in_worker() -> bool:
 
 
 def can_fork() -> bool:
-    return not _in_worker and "fork" in multiprocessing.get_all_start_methods()
+    """Linux only: elsewhere fork is unsafe (macOS system libraries) or absent (Windows)."""
+    return not _in_worker and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
 def fork_map(function: Callable[[Item], Result], items: Sequence[Item]) -> list[Result]:

@@ -40,7 +40,28 @@ def test_an_exception_in_any_piece_is_raised_here(monkeypatch, failing):
 @pytest.mark.parametrize("value, expected", [("4", 4), ("1", 1), ("0", None), ("many", None), ("", None)])
 def test_jobs_from_the_environment(monkeypatch, value, expected):
     monkeypatch.setenv("ADVISOR_JOBS", value)
-    assert parallel.jobs() == (expected or len(os.sched_getaffinity(0)))
+    assert parallel.jobs() == (expected or parallel.default_jobs())
+
+
+@pytest.mark.parametrize("v2, v1, expected", [
+    ("max 100000\n", None, None),           # cgroup v2, unlimited
+    ("150000 100000\n", None, 2),           # 1.5 CPUs: two processes
+    ("50000 100000\n", None, 1),
+    (None, ("400000", "100000"), 4),        # cgroup v1 quota
+    (None, ("-1", "100000"), None),         # cgroup v1, unlimited
+    (None, None, None),                     # no cgroup files
+])
+def test_container_cpu_quota_caps_the_default(monkeypatch, tmp_path, v2, v1, expected):
+    if v2 is not None:
+        (tmp_path / "cpu.max").write_text(v2)
+    if v1 is not None:
+        (tmp_path / "cpu.cfs_quota_us").write_text(v1[0])
+        (tmp_path / "cpu.cfs_period_us").write_text(v1[1])
+    monkeypatch.setattr(parallel, "CGROUP_V2_CPU_MAX", tmp_path / "cpu.max")
+    monkeypatch.setattr(parallel, "CGROUP_V1_CPU", tmp_path)
+    assert parallel._cgroup_cpu_quota() == expected
+    usable = min(len(os.sched_getaffinity(0)), parallel.DEFAULT_MAX_JOBS)
+    assert parallel.default_jobs() == (min(usable, expected) if expected else usable)
 
 
 def _cluster(tmp_path):
