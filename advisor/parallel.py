@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,7 +90,8 @@ def fork_map(function: Callable[[Item], Result], items: Sequence[Item]) -> list[
     """``[function(item) for item in items]`` computed by this process and ``jobs() - 1`` forked workers.
 
     This process takes the first item, then the last items no worker has started, while the workers take
-    them from the front. Results must pickle; an exception raised by any piece is raised here.
+    them from the front; the pieces of a worker that dies (killed for memory, say) are done here too.
+    Results must pickle; an exception raised by any piece is raised here.
     """
     global _work
     workers = min(jobs(), len(items)) - 1
@@ -118,7 +120,10 @@ def _share(function: Callable[[Any], Any], items: Sequence[Any], futures: list[F
         results[index] = function(items[index])
     for index, future in enumerate(futures):
         if future is not None:
-            results[index] = future.result()
+            try:
+                results[index] = future.result()
+            except BrokenProcessPool:  # a worker died (killed for memory?): do its piece here
+                results[index] = function(items[index])
     return results
 
 

@@ -23,6 +23,17 @@ def test_results_come_back_in_order_from_several_processes(monkeypatch):
     assert len({pid for _value, pid in results}) > 1
 
 
+def _dies_in_a_worker(number: int) -> int:
+    if parallel.in_worker():
+        os._exit(9)  # as if the kernel killed it
+    return number + 1
+
+
+def test_pieces_of_a_worker_that_dies_are_done_here(monkeypatch):
+    monkeypatch.setenv("ADVISOR_JOBS", "3")
+    assert parallel.fork_map(_dies_in_a_worker, list(range(6))) == [1, 2, 3, 4, 5, 6]
+
+
 def test_one_job_runs_everything_here(monkeypatch):
     monkeypatch.setenv("ADVISOR_JOBS", "1")
     assert {pid for _value, pid in parallel.fork_map(_square_with_pid, [1, 2, 3])} == {os.getpid()}

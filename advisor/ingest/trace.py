@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -274,7 +273,7 @@ def _read_in_pieces(path: Path) -> tuple[_Rows, Cut] | None:
     last = len(ranges) - 1
     try:
         pieces = parallel.fork_map(_read_piece, [(path, start, end, i == last) for i, (start, end) in enumerate(ranges)])
-    except (FileProblem, RecursionError, OSError, BrokenProcessPool, msgspec.MsgspecError):
+    except (FileProblem, RecursionError, OSError, msgspec.MsgspecError):
         return None
     if any(piece is None for piece in pieces):
         return None
