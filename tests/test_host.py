@@ -121,6 +121,26 @@ def test_block_reading_gives_the_same_tables_as_one_read(tmp_path, monkeypatch):
     assert len(whole.apis) == 2 * (2 + 3) + 2 * 4  # compilations + synchronisations + one launch per kernel, 2 steps
 
 
+def test_a_badly_typed_event_before_a_block_cut_inside_a_string_reads_like_one_read(tmp_path, monkeypatch):
+    """The decoder reports a field type before it reaches the block's end: the cut must still be checked."""
+    from advisor.ingest import jsonstream, trace
+
+    rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2))
+    events = json.loads((rank_dir / TRACE).read_text())
+    events.insert(3, {"ph": "X", "name": "AscendCL@x", "pid": [1], "ts": "1", "dur": 1})
+    events.insert(6, {"ph": "X", "name": 'odd"}, {"name' * 300, "pid": 1, "tid": 1, "ts": "1", "dur": 1})
+    (rank_dir / TRACE).write_text(json.dumps(events))
+    warnings: list[str] = []
+    whole = trace.read_trace(rank_dir / TRACE, warnings)
+    for block in range(900, 6000, 211):  # block ends walk through the long string
+        monkeypatch.setattr(jsonstream, "BLOCK_BYTES", block)
+        blocked_warnings: list[str] = []
+        blocked = trace.read_trace(rank_dir / TRACE, blocked_warnings)
+        assert blocked_warnings == warnings and "1 event(s) with fields of unexpected types" in warnings[0]
+        for table in ("host", "apis", "device", "overlap", "launches"):
+            assert getattr(blocked, table).equals(getattr(whole, table)), (block, table)
+
+
 @pytest.mark.parametrize("jobs", [2, 5])
 def test_reading_in_pieces_on_several_cores_gives_the_same_tables(tmp_path, monkeypatch, jobs):
     """Every split point, including ones inside strings holding "}, {", gives what one sequential read gives."""

@@ -155,8 +155,13 @@ def _decode_prefix(buffer: bytearray, candidates: list[int], decoders: EventDeco
         prefix = memoryview(buffer)[: end + 1]
         try:
             return decoders.block.decode(prefix), 0, buffer.index(b"{", end)
-        except msgspec.ValidationError:
-            events, dropped = decode_lenient(prefix, decoders)
+        except msgspec.ValidationError:  # raised where it is met, before the end shows whether the JSON is whole
+            try:
+                raws = _SPLITTER.decode(prefix)
+            except msgspec.DecodeError:
+                buffer[end] = saved
+                continue
+            events, dropped = _decode_each(raws, decoders)
             return events, dropped, buffer.index(b"{", end)
         except msgspec.DecodeError:
             buffer[end] = saved  # the candidate was inside a string: try the one before
@@ -175,6 +180,11 @@ def decode_lenient(array: bytes, decoders: EventDecoders) -> tuple[list[Any], in
         raws = _SPLITTER.decode(array)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise FileProblem(f"is not a valid JSON array of events ({exc})") from exc
+    return _decode_each(raws, decoders)
+
+
+def _decode_each(raws: list[msgspec.Raw], decoders: EventDecoders) -> tuple[list[Any], int]:
+    """Decode events one by one, dropping (and counting) the ones whose fields have unexpected types."""
     events, bad = [], 0
     for raw in raws:
         try:
