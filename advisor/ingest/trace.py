@@ -1,9 +1,11 @@
 """Read trace_view.json in one pass into the few columnar tables the facts need.
 
 The file is one JSON array of Chrome-trace events (often a single line of hundreds of MB), streamed in
-blocks by ``ingest.jsonstream`` into small typed structs holding only the fields used (every other key —
-call stacks, counter values — is skipped by the decoder); each block is reduced at once to the rows the
-facts need, and dropped. Memory therefore stays at a few blocks however large the file is.
+blocks by ``ingest.jsonstream`` into small typed structs holding only the fields used (other keys are
+skipped; ``args``, with its call stacks and counter values, stays raw JSON and is decoded only for device
+tasks and process names); each block is reduced at once to the rows the
+facts need, and dropped. Decoding therefore holds a few blocks however large the file is; only the kept
+rows grow with it.
 
 Processes are identified by their ``process_name`` metadata, never by pid values. ``ts`` is a string of
 µs in Ascend traces; the decoder's lax mode turns it into a float64 (0.25 µs resolution at today's
