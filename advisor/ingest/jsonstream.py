@@ -24,6 +24,9 @@ BLOCK_BYTES = 16 << 20
 TAIL_BYTES = 64 << 10
 EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\]\s*[,}]")
+_BLANKS = b" \t\r\n"
+# A JSON string (to its closing quote, or to the end of the bytes when it is cut off) or an event boundary.
+_STRING_OR_GAP = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)|\}\s*,\s*\{', re.DOTALL)
 _SPLITTER = msgspec.json.Decoder(list[msgspec.Raw])
 
 
@@ -65,42 +68,99 @@ def array_blocks(handle, pending: bytes, consumed: int, decoders: EventDecoders,
     Each block is read straight into a fresh buffer that starts with ``[``; the separator after the last
     complete event is overwritten with ``]`` and the buffer decoded in place, so the file's bytes are
     copied once. A buffer is never changed after it decoded: raw values in the events point into it.
+    When a block holds no complete event (one event larger than a block), the buffer grows in place and
+    decoding is tried again only once the buffer has doubled, so a single huge event costs time and memory
+    in proportion to its size. A file cut off after some blocks keeps every event before the cut.
     """
+    buffer, filled = _fresh(pending)
+    retry_at = 0  # a huge event: decoding is tried again once the buffer holds this much
+    yielded = False
     while True:
-        buffer = bytearray(1 + len(pending) + BLOCK_BYTES)
-        buffer[0] = ord("[")
-        buffer[1 : 1 + len(pending)] = pending
-        added = _read_into(handle, memoryview(buffer)[1 + len(pending):])
+        if filled == len(buffer):
+            buffer = _grown(buffer, filled)
+        added = _read_into(handle, memoryview(buffer)[filled:])
         if not added:
             break
-        filled = 1 + len(pending) + added
-        candidates = _last_boundary(buffer, filled)
-        decoded = _decode_prefix(buffer, candidates, decoders) if candidates else None
-        if decoded is None:  # one event larger than the block, or boundaries only inside strings: read on
-            pending = bytes(memoryview(buffer)[1:filled])
+        filled += added
+        if filled < retry_at:
+            continue
+        decoded = _decode_last(buffer, filled, decoders)
+        if decoded is None:  # one event larger than what was read: read on
+            retry_at = 2 * filled
             continue
         events, dropped, rest = decoded
-        pending = bytes(memoryview(buffer)[rest:filled])
         consumed += rest - 1
+        buffer, filled = _fresh(memoryview(buffer)[rest:filled])
+        retry_at, yielded = 0, True
         yield events, dropped
-    tail = pending.rstrip()
-    if trailer is None and tail.endswith(b"]"):
-        yield decode_lenient(b"[" + tail, decoders)
-        return
+    yield from _last_events(buffer, filled, consumed, decoders, cut, trailer, yielded)
+
+
+def _fresh(pending) -> tuple[bytearray, int]:
+    """A new buffer holding ``[`` and ``pending``, with a block of room after them; (buffer, bytes filled)."""
+    buffer = bytearray(1 + len(pending) + BLOCK_BYTES)
+    buffer[0] = ord("[")
+    buffer[1 : 1 + len(pending)] = pending
+    return buffer, 1 + len(pending)
+
+
+def _grown(buffer: bytearray, filled: int) -> bytearray:
+    """``buffer`` with a block more room (resized in place where nothing points into it, else copied)."""
+    try:
+        buffer.extend(bytes(BLOCK_BYTES))
+        return buffer
+    except BufferError:  # a view of it is still alive
+        larger = bytearray(len(buffer) + BLOCK_BYTES)
+        larger[:filled] = memoryview(buffer)[:filled]
+        return larger
+
+
+def _reopened(buffer: bytearray, end: int) -> bytearray:
+    """``buffer[:end]`` followed by ``,{``, so that the last complete event ends at an event boundary."""
+    try:
+        del buffer[end:]
+        buffer += b",{"
+        return buffer
+    except BufferError:  # a view of it is still alive
+        return bytearray(memoryview(buffer)[:end]) + b",{"
+
+
+def _last_events(buffer: bytearray, filled: int, consumed: int, decoders: EventDecoders, cut: Cut,
+                 trailer: Trailer | None, yielded: bool) -> Iterator[tuple[list[Any], int]]:
+    """The events of the bytes left when the file ends (``buffer[1:filled]``): the array closes, or the file is cut."""
+    end = filled
+    while end > 1 and buffer[end - 1] in _BLANKS:
+        end -= 1
+    cut_at = consumed + end - 1
+    if trailer is None and end > 1 and buffer[end - 1] == ord("]"):
+        try:
+            events = decode_lenient(memoryview(buffer)[:end], decoders)
+        except FileProblem as exc:
+            if "was truncated" not in str(exc):  # damaged, not cut off
+                raise
+        else:
+            yield events
+            return
     if trailer is not None:
-        closed = _closed_array(tail, decoders)
+        closed = _closed_array(buffer, end, decoders)
         if closed is not None:
             last_block, trailer.text = closed
             yield last_block
             return
-    opened = bytearray(b"[" + tail + b",{")
-    complete = _decode_prefix(opened, _last_boundary(opened, len(opened)) or [], decoders)
-    if complete is None:
+    while end > 1 and buffer[end - 1] in _BLANKS + b",":  # a cut just after an event's separator
+        end -= 1
+    buffer = _reopened(buffer, end)
+    complete = _decode_last(buffer, len(buffer), decoders)
+    if complete is None and not yielded:
         raise FileProblem("is not a valid JSON array of events (it is truncated before its first complete event)")
-    events, dropped, rest = complete
-    cut.reason = (f"it is truncated at byte {consumed + len(tail):,} (no closing ']'); "
-                  f"the events before byte {consumed + rest - 1:,} were read, the rest of the capture is lost")
-    yield events, dropped
+    read_to = consumed
+    if complete is not None:
+        events, dropped, rest = complete
+        read_to += rest - 1
+    cut.reason = (f"it is truncated at byte {cut_at:,} (no closing ']'); "
+                  f"the events before byte {read_to:,} were read, the rest of the capture is lost")
+    if complete is not None:
+        yield events, dropped
 
 
 def _read_into(handle, view: memoryview) -> int:
@@ -120,15 +180,16 @@ def _read_into(handle, view: memoryview) -> int:
     return total
 
 
-def _closed_array(tail: bytes, decoders: EventDecoders) -> tuple[tuple[list[Any], int], bytes] | None:
-    """The last events and what follows the array, when the array closes inside ``tail`` (tried from the end)."""
-    ends = [m.start() for m in _ARRAY_END.finditer(tail)][::-1][:8]
-    for end in ends:
+def _closed_array(buffer: bytearray, end: int, decoders: EventDecoders) -> tuple[tuple[list[Any], int], bytes] | None:
+    """The last events and what follows the array, when the array closes inside ``buffer[1:end]`` (tried from the end)."""
+    view = memoryview(buffer)
+    ends = [m.start() for m in _ARRAY_END.finditer(view, 1, end)][::-1][:8]
+    for close in ends:
         try:
-            _SPLITTER.decode(b"[" + tail[: end + 1])
+            _SPLITTER.decode(view[: close + 1])
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
-        return decode_lenient(b"[" + tail[: end + 1], decoders), tail[end + 1:]
+        return decode_lenient(view[: close + 1], decoders), bytes(view[close + 1 : end])
     return None
 
 
@@ -142,6 +203,20 @@ def _last_boundary(buffer: bytearray, filled: int) -> list[int] | None:
         if ends or start == 0:
             return ends[::-1][:8] or None
         span *= 8
+
+
+def _decode_last(buffer: bytearray, filled: int, decoders: EventDecoders) -> tuple[list[Any], int, int] | None:
+    """Decode ``buffer[:filled]`` up to its last complete event (see _decode_prefix); None when it holds none.
+
+    The last few "}, {" are tried first; when each of them is inside a string, the bytes are scanned with
+    strings skipped, which finds the real boundaries before them.
+    """
+    candidates = _last_boundary(buffer, filled)
+    decoded = _decode_prefix(buffer, candidates, decoders) if candidates else None
+    if decoded is None and candidates:
+        outside = [m.start() + 1 for m in _STRING_OR_GAP.finditer(memoryview(buffer), 1, filled) if buffer[m.start()] != 0x22]
+        decoded = _decode_prefix(buffer, outside[::-1][:8], decoders) if outside else None
+    return decoded
 
 
 def _decode_prefix(buffer: bytearray, candidates: list[int], decoders: EventDecoders) -> tuple[list[Any], int, int] | None:

@@ -871,10 +871,50 @@ def _kineto_damage() -> list[Case]:
     return cases
 
 
+# --- hardening, part 2 (issue 18) ----------------------------------------------------------------------
+
+def _padded(relative: str, size: int, cut: float | None = None, single: bool = False) -> Callable[[Path], None]:
+    """Grow a trace past ``size`` bytes with harmless events (or one event holding one huge string), then keep
+    only the first ``cut`` of it."""
+    def mutate(root: Path) -> None:
+        path = root / relative
+        document = json.loads(path.read_bytes())
+        events = document["traceEvents"] if isinstance(document, dict) else document
+        if single:
+            events.append({"ph": "X", "cat": "padding", "name": "padding", "pid": 999, "tid": 1, "ts": 1, "dur": 1,
+                           "args": {"text": "p" * size}})
+        else:
+            pad = {"ph": "i", "cat": "padding", "name": "padding", "pid": 999, "tid": 1, "ts": 1,
+                   "args": {"stack": "s" * 4000}}
+            events.extend([pad] * (size // 4000 + 1))
+        data = json.dumps(document).encode()
+        path.write_bytes(data if cut is None else data[: int(len(data) * cut)])
+    return mutate
+
+
+def _large_inputs() -> list[Case]:
+    """Files larger than one read block (16 MiB): cut off, or holding one event larger than several blocks."""
+    trace = f"{OUT}/trace_view.json"
+    rank = KINETO_RANK
+    cut_trace = rf"advisor: warning: read only part of {re.escape(trace)}: it is truncated at byte [\d,]+ \(no closing"
+    cut_rank = rf"advisor: warning: read only part of {re.escape(rank)}: it is truncated at byte [\d,]+ \(no closing"
+    return [
+        # the padding is appended after the profile's own events: the cut keeps every one of them
+        Case("large/trace_view.json-40MB-cut-at-90pct", "single", _padded(trace, 40 << 20, 0.9), 3, (cut_trace,), ()),
+        Case("large/trace_view.json-20MB-cut-in-the-last-block", "single", _padded(trace, 20 << 20, 0.999), 3,
+             (cut_trace,), ()),
+        Case("large/kineto-30MB-cut-at-30MB", "kineto", _padded(rank, 32 << 20, 30 / 32), 3, (cut_rank,), ()),
+        Case("large/trace_view.json-40MB-string-event", "single", _padded(trace, 40 << 20, single=True), 0),
+        Case("large/kineto-40MB-string-event", "kineto", _padded(rank, 40 << 20, single=True), 0),
+        Case("large/kineto-40MB-string-event-cut-inside-it", "kineto", _padded(rank, 40 << 20, 0.8, single=True), 3,
+             (cut_rank,), ()),
+    ]
+
+
 def all_cases() -> list[Case]:
     """Every case of the corpus, with unique names."""
     cases = (_file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
-             + _db_damage() + _gzip_damage() + _kineto_damage())
+             + _db_damage() + _gzip_damage() + _kineto_damage() + _large_inputs())
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases
