@@ -1,23 +1,29 @@
 """Plan: join rule firings with knowledge, estimate gains, merge duplicates across ranks, rank them.
 
-* A firing's gain is its rule's ``gain_us`` expression over the matched facts (µs per step). Its share
-  of the step is gain / the step time of the rank it is about (the profile's mean step otherwise).
-* Firings of the same rule with the same ``key`` are one finding: ranks are merged, the gain is the
-  mean over those ranks, and the evidence is that of the firing with the largest gain.
-* Severity is the rule's own, or from the gain share: ≥ 5 % high, ≥ 1 % medium, else low.
-* Findings are ordered by gain (largest first, unknown last), then severity, then id.
+* A firing claims its rule's ``gain_us`` expression over the matched facts (µs per step), from the bucket of the
+  step its rule names (``charged_to``, see ``advisor.budget``). Claims are charged to the rank's budget, measured
+  ones first and then the largest, so a firing keeps only what earlier ones left of its bucket: the gains of a
+  rank never add up to more than its step, nor those of a bucket to more than the bucket.
+* Firings of the same rule with the same ``key`` are one finding: ranks are merged, the gain is the mean over
+  those ranks, and the evidence is that of the firing with the largest claim. Its share of the step is gain /
+  the step time of the ranks it is about (the profile's mean step otherwise).
+* Severity is the rule's own, or from the gain share: ≥ 5 % high, ≥ 1 % medium, else low; a gain from a planning
+  factor (``gain_basis: assumed``) is at most medium.
+* Findings are ordered by gain, an assumed gain counting half (largest first, unknown last), then severity, id.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+from advisor.budget import Budget, ancestors
 from advisor.engine.evaluate import explain_firing
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
-from advisor.facts import BottleneckFact, BreakdownFact, Fact, FactSet, OperatorFact
+from advisor.facts import BottleneckFact, BreakdownFact, CommunicationFact, Fact, FactSet, IdleFact, OperatorFact
 from advisor.gates import Known, check_preconditions
 from advisor.knowledge import KnowledgeEntry
 from advisor.report import (
@@ -39,77 +45,179 @@ from advisor.text import Lang, collapse
 HIGH_SHARE = 0.05
 MEDIUM_SHARE = 0.01
 TOP_OPERATORS = 10
+ASSUMED_WEIGHT = 0.5  # an assumed gain ranks above a measured one only when it is more than twice as large
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
+@dataclass
+class _Charge:
+    """One firing of a recommending rule: what it claims, and what the budget let it keep."""
+
+    firing: Firing
+    rank: int | None
+    key: str | None
+    bucket: str
+    basis: str
+    claim: float | None
+    gain: float | None = None
+    shares_with: list[str] = field(default_factory=list)
+
+
 def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[Finding]:
-    """Turn the firings of recommending rules into ranked findings."""
+    """Turn the firings of recommending rules into ranked findings, their gains charged to one step budget."""
     step_time = _step_times(facts)
     known = known_about(facts)
     derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
-    groups: dict[tuple[str, str | None], list[tuple[Firing, float | None]]] = defaultdict(list)
+    charges = []
     for firing in firings:
         rule = book.rules[firing.rule_id]
         if not rule.spec.then.recommend:
             continue
         resolve = resolver(firing.values())
         gain = rule.exprs.gain.evaluate(resolve) if rule.exprs.gain else None
-        key = rule.exprs.key.render(resolve) if rule.exprs.key else None
-        groups[(firing.rule_id, key)].append((firing, None if gain is None else max(float(gain), 0.0)))
+        charges.append(_Charge(
+            firing=firing, rank=_rank_of(firing), key=rule.exprs.key.render(resolve) if rule.exprs.key else None,
+            bucket=rule.exprs.charged_to.render(resolve), basis=rule.spec.then.gain_basis,
+            claim=None if gain is None else max(float(gain), 0.0)))
+    charge_budgets(charges, facts)
+    groups: dict[tuple[str, str | None], list[_Charge]] = defaultdict(list)
+    for charge in charges:
+        groups[(charge.firing.rule_id, charge.key)].append(charge)
 
     findings = []
     for (rule_id, key), members in groups.items():
         rule = book.rules[rule_id]
-        ranks = sorted({r for firing, _ in members if (r := _rank_of(firing)) is not None})
-        gains = [g for _, g in members if g is not None]
+        ranks = sorted({m.rank for m in members if m.rank is not None})
+        gains = [m.gain for m in members if m.gain is not None]
         gain = fmean(gains) if gains else None
+        claims = [m.claim for m in members if m.claim is not None]
         base = fmean(step_time[r] for r in ranks if r in step_time) if any(r in step_time for r in ranks) else step_time.get(None)
         ratio = min(gain / base, 1.0) if gain is not None and base else None
-        representative = max(members, key=lambda m: (m[1] if m[1] is not None else -1.0))[0]
+        basis = rule.spec.then.gain_basis if gain is not None else None
+        representative = max(members, key=lambda m: (m.claim if m.claim is not None else -1.0)).firing
         resolve = resolver(representative.values())
         explain = rule.exprs.explain.get(lang) or rule.exprs.explain["en"]
+        severity = rule.spec.severity if rule.spec.severity != "auto" else severity_for(ratio, basis)
         findings.append(
             Finding(
                 id=rule_id,
                 key=key,
                 category=rule.spec.category,
-                severity=rule.spec.severity if rule.spec.severity != "auto" else severity_for(ratio),
+                severity=severity,
                 title=rule.spec.title.get(lang),
                 explanation=collapse(explain.render(resolve)),
                 evidence=_evidence(representative),
                 ranks=ranks,
                 estimated_gain_us=gain,
                 estimated_gain_ratio=ratio,
+                gain_basis=basis,
+                charged_to=members[0].bucket if len({m.bucket for m in members}) == 1 else members[0].bucket.split("/")[0],
+                claimed_gain_us=fmean(claims) if claims else None,
+                shares_time_with=sorted({s for m in members for s in m.shares_with} - {_label(rule_id, key)}),
                 prescriptions=[prescription(book.knowledge[k], lang, known) for k in rule.spec.then.recommend],
                 trace=Trace(
                     rule=rule_id,
                     rule_file=rule.shown_path,
                     pack=rule.pack,
-                    facts=sorted({fact.id for firing, _ in members for fact in firing.matched.values()}),
+                    facts=sorted({fact.id for m in members for fact in m.firing.matched.values()}),
                     derived_by=sorted(
-                        {derived_by[f.id].rule_id for firing, _ in members for f in firing.matched.values() if f.id in derived_by}
+                        {derived_by[f.id].rule_id for m in members for f in m.firing.matched.values() if f.id in derived_by}
                     ),
                     conditions=_conditions(rule, representative, facts),
                     chain=_chain(representative, derived_by),
                 ),
             )
         )
-    findings.sort(
-        key=lambda f: (
-            -(f.estimated_gain_us if f.estimated_gain_us is not None else -1.0),
-            _SEVERITY_ORDER[f.severity],
-            f.id,
-            f.key or "",
-        )
-    )
+    findings.sort(key=lambda f: (-ranking_score(f), _SEVERITY_ORDER[f.severity], f.id, f.key or ""))
     return findings
 
 
-def severity_for(ratio: float | None) -> str:
-    """high ≥ 5 % of the step, medium ≥ 1 %, else low (also when the gain is unknown)."""
+def ranking_score(finding: Finding) -> float:
+    """What findings are ordered by: the gain, an assumed one weighted by ASSUMED_WEIGHT; unknown last."""
+    if finding.estimated_gain_us is None:
+        return -1.0
+    return finding.estimated_gain_us * (ASSUMED_WEIGHT if finding.gain_basis == "assumed" else 1.0)
+
+
+def charge_budgets(charges: list[_Charge], facts: list[Fact]) -> None:
+    """Charge each firing's claim to its rank's step budget (and the profile's mean step), measured claims first,
+    then the largest; firings about the whole profile (no rank) are charged to the profile's budget."""
+    budgets = step_budgets(facts)
+    profile = budgets[None]
+    ranked = sorted((r for r in budgets if r is not None))
+    count = max(len(ranked), 1)
+    claims: dict[tuple[int | None, str], float] = defaultdict(float)
+    for charge in charges:
+        if charge.claim is not None:
+            claims[(charge.rank if charge.rank in budgets else None, charge.bucket)] = max(
+                claims[(charge.rank if charge.rank in budgets else None, charge.bucket)], charge.claim)
+    for (rank, bucket), largest in claims.items():  # a bucket the profile does not size is its largest claim
+        budgets[rank].size.setdefault(bucket, largest)
+        if rank is not None:
+            profile.size.setdefault(bucket, largest)
+    charged_by: dict[tuple[int | None, str], list[str]] = defaultdict(list)
+    order = sorted((c for c in charges if c.claim is not None),
+                   key=lambda c: (c.basis != "measured", -c.claim, c.firing.rule_id, c.key or "", c.rank or -1))
+    for charge in order:
+        rank = charge.rank if charge.rank in budgets else None
+        label = _label(charge.firing.rule_id, charge.key)
+        if rank is None:
+            charge.gain = profile.charge(charge.bucket, charge.claim)
+        else:
+            room = profile.remaining(charge.bucket)
+            charge.gain = budgets[rank].charge(charge.bucket, charge.claim, None if room is None else room * count)
+            profile.charge(charge.bucket, charge.gain / count)
+        if charge.gain < charge.claim:
+            charge.shares_with = sorted({other for path in _related(charge.bucket, charged_by, rank)
+                                         for other in charged_by[(rank, path)]} - {label})
+        if charge.gain > 0:
+            charged_by[(rank, charge.bucket)].append(label)
+
+
+def step_budgets(facts: list[Fact]) -> dict[int | None, Budget]:
+    """A budget per rank (and the profile's mean step under None) sized from the measured breakdowns: step, compute,
+    exposed communication and idle; each operator type's device time; communication wait and transfer; and the
+    parts of the idle time an idle attribution measured."""
+    budgets: dict[int | None, Budget] = defaultdict(lambda: Budget({}))
+    for fact in facts:
+        if isinstance(fact, BreakdownFact):
+            budgets[fact.rank if fact.scope == "rank" else None].size.update(
+                {"step": fact.step_time_us, "compute": fact.compute_us, "communication": fact.comm_not_overlapped_us,
+                 "idle": fact.free_us})
+    for fact in facts:
+        rank = getattr(fact, "rank", None)
+        if rank not in budgets or rank is None:
+            continue
+        size = budgets[rank].size
+        if isinstance(fact, OperatorFact):
+            path = f"compute/operator:{fact.op_type}"
+            size[path] = size.get(path, 0.0) + fact.total_us_per_step
+        elif isinstance(fact, CommunicationFact):
+            size["communication/wait"] = size.get("communication/wait", 0.0) + fact.elapse_us - fact.transit_us
+            size["communication/transfer"] = size.get("communication/transfer", 0.0) + fact.transit_us
+        elif isinstance(fact, IdleFact):
+            size.update({f"idle/{part}": fact.part_us(part) for part in IdleFact.PARTS})
+    budgets[None]  # noqa: B018 — the profile budget exists even without a profile breakdown
+    return budgets
+
+
+def _related(bucket: str, charged_by: dict, rank: int | None) -> list[str]:
+    """Buckets whose charges took time from ``bucket``: itself, those above it, and those below it."""
+    above = set(ancestors(bucket))
+    return [path for (r, path) in charged_by if r == rank and (path in above or bucket in ancestors(path))]
+
+
+def _label(rule_id: str, key: str | None) -> str:
+    return f"{rule_id} [{key}]" if key else rule_id
+
+
+def severity_for(ratio: float | None, basis: str | None = "measured") -> str:
+    """high ≥ 5 % of the step, medium ≥ 1 %, else low (also when the gain is unknown); an assumed gain is at
+    most medium."""
     if ratio is None:
         return "low"
-    return "high" if ratio >= HIGH_SHARE else "medium" if ratio >= MEDIUM_SHARE else "low"
+    severity = "high" if ratio >= HIGH_SHARE else "medium" if ratio >= MEDIUM_SHARE else "low"
+    return "medium" if severity == "high" and basis == "assumed" else severity
 
 
 def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None) -> Prescription:

@@ -161,8 +161,22 @@ class Finding(_Model):
     explanation: str
     evidence: dict[str, Scalar]
     ranks: list[int]
-    estimated_gain_us: float | None = Field(description="Per step; mean over the ranks listed.")
+    estimated_gain_us: float | None = Field(
+        description="Per step; mean over the ranks listed. The part of the step the fix recovers, after the time "
+                    "other findings ranked before it already claim from the same bucket (see charged_to).")
     estimated_gain_ratio: float | None = Field(ge=0, le=1, description="estimated_gain_us / step time.")
+    gain_basis: Literal["measured", "assumed"] | None = Field(
+        None, description="measured: time the profile shows would disappear; assumed: a planning factor. "
+                          "None when the gain is not estimated.")
+    charged_to: str | None = Field(
+        None, description="The bucket of the step the gain is charged to, e.g. idle/dataloader, "
+                          "communication/wait, compute/operator:MatMulV2.")
+    claimed_gain_us: float | None = Field(
+        None, description="The rule's own estimate before the budget (mean over the ranks listed); larger than "
+                          "estimated_gain_us when findings ranked before it claim the same time.")
+    shares_time_with: list[str] = Field(
+        default_factory=list, description="Findings (rule id, with the key in brackets) that were charged part of "
+                                          "the same time first.")
     prescriptions: list[Prescription]
     trace: Trace
 

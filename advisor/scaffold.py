@@ -35,6 +35,8 @@ when:
 then:
   recommend: [{id}]
   gain_us: b.free_us * 0.5          # µs per step the fix can save; or 'unknown'
+  gain_basis: assumed               # measured (time the profile shows would go) or assumed (a planning factor)
+  charged_to: idle                  # the bucket of the step the gain comes out of (docs/rule-format.md)
   key: "rank {{b.rank}}"            # one finding per distinct key
 explain:
   en: "TODO: the finding, with numbers: the device is idle {{b.free_ratio:.1%}} of the step."

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from advisor.budget import ROOT_BUCKET, bucket_problem
 from advisor.engine.expr import Expression, ExpressionError, Template, check_format_spec
 from advisor.engine.regex import UnsupportedRegex, translate
 from advisor.facts.models import FACT_FAMILIES, Fact
@@ -163,9 +164,14 @@ class Derivation(_Model):
     values: dict[str, Scalar | None] = Field(default_factory=dict)
 
 
+GainBasis = Literal["measured", "assumed"]
+
+
 class Then(_Model):
     recommend: list[str] = Field(default_factory=list)
     gain_us: str | float | None = None
+    gain_basis: GainBasis = "assumed"
+    charged_to: str = ROOT_BUCKET
     key: str | None = None
     assert_: Derivation | None = Field(None, alias="assert")
 
@@ -227,6 +233,7 @@ class CompiledExpressions(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     gain: Expression | None
+    charged_to: Template
     key: Template | None
     explain: dict[str, Template]
     derived_values: dict[str, Expression | Scalar | None]
@@ -340,13 +347,17 @@ def _compile_expressions(
                 model = aliases.get(ref.alias)
                 if model and ref.field in model.model_fields and field_kind(model, ref.field) != "number":
                     problems.append(f"then.gain_us: {ref.alias}.{ref.field} is not a number")
+        charged_to = Template(spec.then.charged_to)
+        problem = bucket_problem(spec.then.charged_to)
+        if problem:
+            problems.append(f"then.charged_to: {problem}")
         key = Template(spec.then.key) if spec.then.key else None
         explain: dict[str, Template] = {}
         if spec.explain is not None:
             explain = {"en": Template(spec.explain.en)}
             if spec.explain.zh:
                 explain["zh"] = Template(spec.explain.zh)
-        for name, template in [("then.key", key), *[(f"explain.{k}", t) for k, t in explain.items()]]:
+        for name, template in [("then.key", key), ("then.charged_to", charged_to), *[(f"explain.{k}", t) for k, t in explain.items()]]:
             if template is None:
                 continue
             check_refs(name, [ref for ref, _ in template.references])
@@ -358,7 +369,7 @@ def _compile_expressions(
     except ExpressionError as exc:
         problems.append(str(exc))
         return None
-    return CompiledExpressions(gain=gain, key=key, explain=explain, derived_values=derived_values)
+    return CompiledExpressions(gain=gain, charged_to=charged_to, key=key, explain=explain, derived_values=derived_values)
 
 
 def _derived_values(spec: RuleSpec, aliases, problems: list[str], check_refs) -> dict[str, Any]:

@@ -403,6 +403,43 @@ class ApiFact(Fact):
     us_per_step: Micros = Field(description="Host time in those calls per step, µs.")
 
 
+IdlePart = Literal["dataloader", "compile", "allocator", "gc", "sync", "copy", "dispatch", "host"]
+
+
+class IdleFact(Fact):
+    """Where a rank's device idle time goes: each idle stretch inside the steps, charged to what the host was doing.
+
+    Idle is step time with neither compute nor communication on the device (the breakdown's free time). In this
+    order, a stretch is charged to: the host fetching a batch (DataLoader), compiling an operator online, freeing or
+    allocating device memory, collecting garbage; waiting after a synchronisation (from the sync call until the
+    device gets work again: the drained queue refilling); a memory copy on the device; the next kernel launched
+    only after the device had drained (dispatch: the host is too slow to keep it fed); else other host work.
+    """
+
+    family: ClassVar[str] = "idle"
+    source: ClassVar[str] = ("trace_view.json or *.pt.trace.json: device tasks (compute, communication, copies), "
+                             "host events (DataLoader, GC) and runtime calls (compile, sync, free, launch), per step")
+    PARTS: ClassVar[tuple[str, ...]] = ("dataloader", "compile", "allocator", "gc", "sync", "copy", "dispatch", "host")
+
+    rank: int = Field(ge=0, description="Rank.")
+    steps: int = Field(ge=1, description="Steps the figures are averaged over.")
+    idle_us: Micros = Field(description="Device idle time per step inside the step windows, µs.")
+    dataloader_us: Micros = Field(description="Idle while the host is inside a DataLoader call, µs per step.")
+    compile_us: Micros = Field(description="Idle while the host compiles an operator online, µs per step.")
+    allocator_us: Micros = Field(description="Idle while the host frees or allocates device memory, µs per step.")
+    gc_us: Micros = Field(description="Idle while Python's garbage collector runs, µs per step.")
+    sync_us: Micros = Field(description="Idle from a host synchronisation until the device gets its next task, µs per step.")
+    copy_us: Micros = Field(description="Idle except for memory copies on the device, µs per step.")
+    dispatch_us: Micros = Field(description="Idle before a task launched only after the device had drained, µs per step.")
+    host_us: Micros = Field(description="The rest: idle with the next task already queued, or at the step's end, µs per step.")
+    largest_part: IdlePart | None = Field(None, description="The part with the most idle time (None without idle time).")
+    largest_share: Ratio = Field(description="That part's share of idle_us.")
+    dataloader_share: Ratio = Field(description="dataloader_us / idle_us.")
+
+    def part_us(self, part: str) -> float:
+        return float(getattr(self, f"{part}_us"))
+
+
 class DataLoaderFact(Fact):
     """Time the training loop spends waiting for the next batch (trace_view.json DataLoader events)."""
 
@@ -611,6 +648,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         HostFact,
         GpuFact,
         DataLoaderFact,
+        IdleFact,
         ApiFact,
         SpreadFact,
         ModelFact,
