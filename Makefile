@@ -1,17 +1,27 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Another interpreter: `make test PYTHON=python3.13 VENV=.venv313` (a name pyenv knows but has not put on PATH
+# is looked up in pyenv's versions).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+# The patched durable-rules wheel (third_party/durable-rules/README.md), one per interpreter, and its sdist.
+WHEELS ?= build/wheels
+DURABLE_RULES := third_party/durable-rules
+PYTHON_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null \
+	|| ls -d $$(pyenv root 2>/dev/null)/versions/*/bin/$(PYTHON) 2>/dev/null | sort -V | tail -n 1)
 EXAMPLE := examples/ascend-level1-2ranks
 # synthetic PyTorch traces (see its README)
 GPU_EXAMPLE := examples/gpu-synthetic-2ranks
 
-.PHONY: demo test crosscheck schema docs screenshot corpus clean
+.PHONY: demo test wheels crosscheck schema docs screenshot corpus clean
 
-$(BIN)/advisor: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(BIN)/advisor: pyproject.toml $(DURABLE_RULES)/build_wheel.py $(DURABLE_RULES)/durable-rules-2.0.28-py313.patch
+	@test -n "$(PYTHON_EXE)" || { echo "error: no Python interpreter '$(PYTHON)' on PATH or in pyenv's versions" >&2; exit 1; }
+	$(PYTHON_EXE) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python $(DURABLE_RULES)/build_wheel.py --wheel-dir $(WHEELS)
+	$(BIN)/python -m pip install --quiet --find-links $(WHEELS) -e '.[dev]'
 	touch $@
 
 demo: $(BIN)/advisor
@@ -25,7 +35,12 @@ demo: $(BIN)/advisor
 	$(BIN)/advisor compare $(GPU_EXAMPLE) $(EXAMPLE) -o out/compare.html
 
 test: $(BIN)/advisor
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Only the patched durable-rules wheel, for $(PYTHON), into $(WHEELS).
+wheels:
+	@test -n "$(PYTHON_EXE)" || { echo "error: no Python interpreter '$(PYTHON)' on PATH or in pyenv's versions" >&2; exit 1; }
+	$(PYTHON_EXE) $(DURABLE_RULES)/build_wheel.py --wheel-dir $(WHEELS)
 
 # Optional tools for the cross-check tests (skipped without them): the CPU build of torch records real
 # PyTorch traces, Holistic Trace Analysis checks the GPU figures (installed without its Jupyter dependencies).
