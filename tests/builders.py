@@ -75,6 +75,8 @@ class RankSpec:
     comm_wait_share: float = 0.117
     comm_size_mb: float = 33.554432  # per collective, over HCCS
     comm_transport: str = "HCCS"
+    # as some captures write it: Time Info's Transit Time 0 (the rest idle) while Bandwidth Info has the transfer
+    comm_time_info_without_transit: bool = False
     # memory_record.csv: how often Total Reserved drops inside each step; the allocator config recorded
     reserved_drops_per_step: int = 0
     alloc_conf: str = ""
@@ -218,10 +220,11 @@ def _communication(spec: RankSpec) -> dict:
         transports[spec.comm_transport] = moved
         if spec.comm_transport in ("HCCS", "PCIE", "SIO"):
             transports["SDMA"] = {**moved, "Size Distribution": {}}
+        written = 0.0 if spec.comm_time_info_without_transit else transit
         op = {
             "Communication Time Info": {
-                "Start Timestamp(us)": 1764246877001783.0 + index, "Elapse Time(ms)": elapse, "Transit Time(ms)": transit,
-                "Wait Time(ms)": wait, "Synchronization Time(ms)": wait * 0.9, "Idle Time(ms)": elapse - transit - wait,
+                "Start Timestamp(us)": 1764246877001783.0 + index, "Elapse Time(ms)": elapse, "Transit Time(ms)": written,
+                "Wait Time(ms)": wait, "Synchronization Time(ms)": wait * 0.9, "Idle Time(ms)": elapse - written - wait,
                 "Wait Time Ratio": round(wait / (wait + transit), 4) if wait + transit else 0,
                 "Synchronization Time Ratio": round(wait * 0.9 / (wait * 0.9 + transit), 4) if transit else 0,
             },
@@ -745,3 +748,71 @@ def _gpu_rank_events(job: GpuJob, rank: int) -> list[dict]:
             events.append(_cpu_op(f"ProfilerStep#{step}", step_start, host - step_start))
         host += 10.0
     return events
+
+
+# A MindSpeed-style 4-rank job with TP=1, PP=2, DP=2 as profiler_metadata.json records it: every rank lists the
+# communicators it belongs to. Megatron names several of them alike — the model-parallel group "mp" is [0, 2] on
+# ranks 0 and 2 and [1, 3] on ranks 1 and 3 — so only the communicator (and its hash) tells them apart.
+PP2_GROUPS = {
+    "group_name_0": ("default_group", [0, 1, 2, 3]),
+    "group_name_1": ("dp", [0, 1]),
+    "group_name_2": ("dp", [2, 3]),
+    "group_name_3": ("mp", [0, 2]),
+    "group_name_4": ("mp", [1, 3]),
+    "group_name_5": ("pp", [0, 2]),
+    "group_name_6": ("pp", [1, 3]),
+}
+
+
+def build_pp2_job(parent: Path, compute_us: dict[int, float] | None = None,
+                  waits: dict[int, float] | None = None) -> Path:
+    """Four ranks of a TP=1 PP=2 DP=2 job: stage 0 on ranks 0 and 1, stage 1 on ranks 2 and 3.
+
+    Each step every rank runs a MatMul, a gradient AllReduce in its dp group, a grad-norm AllReduce in its mp
+    group, and sends activations to (stage 0) or receives them from (stage 1) its pp peer. By default stage 1
+    (ranks 2 and 3, identical) computes 40 % more than stage 0, and the stage-0 ranks wait for it.
+    """
+    from advisor.ingest.groups import group_hash
+
+    compute_us = compute_us or {0: 10000.0, 1: 10000.0, 2: 14000.0, 3: 14000.0}
+    waits = waits or {0: 0.55, 1: 0.55, 2: 0.05, 3: 0.05}
+    for rank in range(4):
+        mine = {name: (label, ranks) for name, (label, ranks) in PP2_GROUPS.items() if rank in ranks}
+        by_label = {label: name for name, (label, ranks) in mine.items()}
+        p2p = (f"hcom_send__{rank}_0_1" if rank < 2 else f"hcom_receive__{rank}_0_1",
+               "hcom_send_" if rank < 2 else "hcom_receive_")
+        kernels = [
+            k
+            for step in (5, 6)
+            for k in (
+                Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", compute_us[rank] / 2),
+                Kernel(step, p2p[0], p2p[1], "COMMUNICATION", 1500.0, group=group_hash(by_label["pp"])),
+                Kernel(step, "hcom_allReduce__1_0_1", "hcom_allReduce_", "COMMUNICATION", 2000.0,
+                       group=group_hash(by_label["dp"])),
+                Kernel(step, "hcom_allReduce__3_0_1", "hcom_allReduce_", "COMMUNICATION", 800.0,
+                       group=group_hash(by_label["mp"])),
+            )
+        ]
+        groups = {name: {"group_name": label, "group_rank": ranks.index(rank), "global_ranks": ranks}
+                  for name, (label, ranks) in mine.items()}
+        rank_dir = build_rank(parent, RankSpec(
+            rank=rank, device_id=rank, rank_id=str(rank), kernels=kernels, groups=groups,
+            steps=[StepRow(s, compute_us[rank], 3000.0, 800.0) for s in (5, 6)],
+            comm_wait_share=waits[rank], comm_transit_share=0.3))
+        metadata = json.loads((rank_dir / "profiler_metadata.json").read_text())
+        metadata["distributed_args"] = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 2,
+                                        "data_parallel_size": 2, "context_parallel_size": 1,
+                                        "expert_model_parallel_size": 1, "sequence_parallel": False,
+                                        "rank": rank, "world_size": 4}
+        (rank_dir / "profiler_metadata.json").write_text(json.dumps(metadata))
+    return parent
+
+
+def drop_db_columns(database: Path, table: str, *columns: str) -> None:
+    """Remove columns from a table of a DB export, as older or newer schemas lack them (COMMUNICATION_OP of schema
+    1.0.0 has no deviceId)."""
+    import sqlite3
+
+    with sqlite3.connect(database) as db:
+        for column in columns:
+            db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")

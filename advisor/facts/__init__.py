@@ -15,7 +15,16 @@ from advisor.facts.cluster import (
     rank_spreads,
     stage_spread,
 )
-from advisor.facts.communication import communication_summary, link_summary, median_ratios, transport_summary
+from advisor.facts.communication import (
+    communication_summary,
+    link_summary,
+    median_ratios,
+    memberships,
+    outside_waits,
+    rank_ranges,
+    transit_from_bandwidth,
+    transport_summary,
+)
 from advisor.facts.context import context_fact, core_counts, infer_hardware
 from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.hardware import nominal_bandwidth
@@ -439,20 +448,49 @@ def _mc2_fact(rank: int, row: dict, step_time: float | None, source: str) -> Mc2
 
 
 def _communication_facts(profile: Profile, rank: RankData, hardware: str | None) -> list[Fact]:
+    """Per kind: where the collectives' time goes (transit checked against Bandwidth Info), and for collectives the
+    wait for members of their groups that are not in the profile; per transport: traffic and bandwidth."""
     if rank.communication is None:
         return []
-    ops, traffic = rank.communication.ops, rank.communication.traffic
+    traffic = rank.communication.traffic
+    ops = transit_from_bandwidth(rank.communication.ops, traffic)
     step_count = max(int(ops["step"].nunique(dropna=False)), 1)
     facts: list[Fact] = []
     time_source = _source(profile, rank, "communication.json", "Communication Time Info")
+    groups = {h: g.global_ranks for r in profile.ranks for h, g in groups_by_hash(r.metadata).items()}
+    members = memberships(groups, {r.rank: r.matrix for r in profile.ranks if r.matrix is not None})
+    mine = set(ops.loc[ops["kind"] == "collective", "group"])
+    peers = {r.rank: transit_from_bandwidth(r.communication.ops.loc[r.communication.ops["group"].isin(mine)],
+                                            r.communication.traffic)
+             for r in profile.ranks if r.communication is not None and r.rank != rank.rank
+             and r.communication.ops["group"].isin(mine).any()}
+    outside = outside_waits(rank.rank, {rank.rank: ops, **peers}, {g: m.size for g, m in members.items()})
+    profiled = {g: {rank.rank} | {r for r, o in peers.items() if (o["group"] == g).any()} for g in mine}
+    known = [g for g in sorted(mine) if g in members]
+    if not outside.empty and outside["outside_ms"].max() > 0:
+        group = str(outside.sort_values(["outside_ms", "group"], ascending=[False, True]).iloc[0]["group"])
+    else:
+        group = max(known, key=lambda g: (members[g].size, g), default=None)
+    sources = [time_source]
+    if group is not None:
+        sources.append(f"{profile.shown(rank.file('communication_matrix.json'))}[src-dst links]"
+                       if members[group].global_ranks is None else
+                       f"{profile.shown(rank.path / 'profiler_metadata.json')}[parallel_group_info]")
     for row in communication_summary(ops, step_count).to_dict("records"):
+        collective = row["kind"] == "collective" and group is not None
+        outside_us = float(outside["outside_ms"].sum()) * 1000 / step_count if row["kind"] == "collective" else 0.0
         facts.append(
             CommunicationFact(
                 id=f"communication:r{rank.rank}:{row['kind']}",
-                sources=[time_source],
+                sources=sources if collective else [time_source],
                 rank=rank.rank,
                 kind=row["kind"],
                 **{k: float(row[k]) for k in CommunicationFact.model_fields if k in row and k not in ("kind",)},
+                group_size=members[group].size if collective else None,
+                group_ranks_profiled=len(profiled[group]) if collective else None,
+                missing_ranks=members[group].missing(profiled[group]) if collective else None,
+                outside_wait_us=outside_us,
+                outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
             )
         )
     bandwidth_source = _source(profile, rank, "communication.json", "Communication Bandwidth Info")
@@ -481,15 +519,22 @@ def _straggler_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[
     rows = _group_waits(profile, "collective")
     sources = {_source(profile, r, "communication.json", "Communication Time Info: Wait Time(ms)")
                for r in profile.ranks if r.communication is not None}
-    names = {h: g.name for r in profile.ranks for h, g in groups_by_hash(r.metadata).items()}
+    known = {h: g for r in profile.ranks for h, g in groups_by_hash(r.metadata).items()}
     if rows.empty:
         return []
+    members = memberships({h: g.global_ranks for h, g in known.items()},
+                          {r.rank: r.matrix for r in profile.ranks if r.matrix is not None})
     mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
     facts: list[Fact] = []
     for row in collective_stragglers(rows).to_dict("records"):
-        name = names.get(row["group"], row["group"])
+        group = known.get(row["group"])
+        size = members[row["group"]].size if row["group"] in members else None
+        # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators
         facts.append(StragglerFact(
-            id=f"straggler:{name}", sources=sorted(sources), group=name, ranks=row["ranks"], rank=row["rank"],
+            id=f"straggler:{row['group']}", sources=sorted(sources), group=group.name if group else row["group"],
+            group_id=row["group"], communicator=group.communicator if group else None,
+            group_ranks=rank_ranges(rows.loc[rows["group"] == row["group"], "rank"].tolist()),
+            group_size=size if size and size >= 2 else None, ranks=row["ranks"], rank=row["rank"],
             straggler_wait_us=row["straggler_wait_us"], others_wait_us=row["others_wait_us"], lost_us=row["lost_us"],
             lost_share_of_step=min(row["lost_us"] / mean_step, 1.0) if mean_step > 0 else None,
             max_wait_rank=row["max_wait_rank"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 # Ops moving less than this over a transport are "small" (msprof-analyze's packet check: SDMA 16 MB, RDMA 1 MB).
@@ -21,7 +23,9 @@ def communication_summary(ops: pd.DataFrame, step_count: int) -> pd.DataFrame:
         wait_ms=("wait_ms", "sum"),
         synchronization_ms=("synchronization_ms", "sum"),
         idle_ms=("idle_ms", "sum"),
+        transit_from_bandwidth=("transit_from_bandwidth", "sum") if "transit_from_bandwidth" in ops else ("elapse_ms", lambda _: 0),
     ).reset_index()
+    summary["transit_from_bandwidth_per_step"] = summary["transit_from_bandwidth"].astype(float) / per_step
     summary["ops_per_step"] = summary["ops"] / per_step
     for name in ("elapse", "transit", "wait", "synchronization", "idle"):
         summary[f"{name}_us"] = summary[f"{name}_ms"] * 1000 / per_step
@@ -89,3 +93,123 @@ def median_ratios(bandwidth: pd.Series, transport: pd.Series) -> pd.Series:
     counts = transport.map(transport.value_counts())
     medians = bandwidth.groupby(transport).transform("median")
     return (bandwidth / medians.where(medians > 0)).where(counts >= 3)
+
+
+_OP_KEY = ["step", "kind", "op_name", "group"]
+
+
+def transit_from_bandwidth(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
+    """``ops`` with each op's transit checked against its Bandwidth Info, and ``transit_from_bandwidth`` marking the fixed.
+
+    Some captures write 0 (or nothing) as an op's Transit Time in Time Info while its Bandwidth Info moved hundreds of
+    MB. For those the transit is the Bandwidth Info time of the op's busiest transport (SDMA only when the file does
+    not split it into HCCS/PCIE/SIO) — that time sums the transport's links, so it is capped at elapse − wait — and
+    idle is recomputed as elapse − transit − wait.
+    """
+    ops = ops.assign(transit_from_bandwidth=False)
+    missing = ops["transit_ms"].fillna(0.0) <= 0
+    if not missing.any() or traffic.empty:
+        return ops
+    moved = traffic.loc[(traffic["size_mb"] > 0) & (traffic["time_ms"] > 0)]
+    split = moved.groupby(_OP_KEY, dropna=False)["transport"].transform(lambda t: t.isin(_LINK_SPLIT).any())
+    moved = moved.loc[~(split.astype(bool) & (moved["transport"] == "SDMA"))]
+    busiest = moved.groupby(_OP_KEY, dropna=False)["time_ms"].max().rename("bandwidth_ms").reset_index()
+    merged = ops.merge(busiest, on=_OP_KEY, how="left")
+    merged.index = ops.index
+    room = (merged["elapse_ms"] - merged["wait_ms"].fillna(0.0)).clip(lower=0.0)
+    fixed = missing & merged["bandwidth_ms"].fillna(0.0).gt(0)
+    ops.loc[fixed, "transit_ms"] = merged.loc[fixed, "bandwidth_ms"].clip(upper=room[fixed])
+    ops.loc[fixed, "idle_ms"] = (ops.loc[fixed, "elapse_ms"] - ops.loc[fixed, "transit_ms"]
+                                 - ops.loc[fixed, "wait_ms"].fillna(0.0)).clip(lower=0.0)
+    ops.loc[fixed, "transit_from_bandwidth"] = True
+    return ops
+
+
+def outside_waits(rank: int, ops_by_rank: dict[int, pd.DataFrame], sizes: dict[str, int]) -> pd.DataFrame:
+    """Per collective group of ``rank``: how long it waits, in ms over the capture, for members outside the profile.
+
+    ``ops_by_rank`` holds the op tables of every profiled rank (columns of ``communication.json`` with ``start_us``),
+    ``sizes`` the members of each group hash. An op is matched across the profiled members by step, name and group;
+    once the last profiled member has arrived, the time the rank still spends in the op without moving data (its end
+    − that arrival − its transit) can only be waiting for members that were not profiled. Groups whose size is
+    unknown, or wholly profiled, are left out; so are ops not found on every profiled member.
+    """
+    columns = ["group", "size", "profiled", "outside_ms"]
+    mine = ops_by_rank[rank]
+    mine = mine.loc[(mine["kind"] == "collective") & mine["start_us"].notna()]
+    rows = []
+    for group in sorted(mine["group"].unique()):
+        size = sizes.get(group)
+        members = {r: ops.loc[(ops["kind"] == "collective") & (ops["group"] == group) & ops["start_us"].notna()]
+                   for r, ops in ops_by_rank.items()}
+        members = {r: ops for r, ops in members.items() if not ops.empty}
+        if size is None or size <= len(members):
+            continue
+        every = pd.concat([ops.assign(rank=r) for r, ops in members.items()], ignore_index=True)
+        every["step"] = every["step"].fillna(-1)
+        per_op = every.groupby(["step", "op_name"], sort=False)
+        complete = per_op["rank"].transform("nunique") == len(members)
+        every["last_arrival_us"] = per_op["start_us"].transform("max")
+        own = every.loc[complete & (every["rank"] == rank)]
+        end_us = own["start_us"] + own["elapse_ms"] * 1000
+        moving_us = own["transit_ms"].fillna(0.0) * 1000
+        after = (end_us - own["last_arrival_us"] - moving_us).clip(lower=0.0)
+        after = after.clip(upper=(own["elapse_ms"] * 1000 - moving_us).clip(lower=0.0))
+        rows.append({"group": group, "size": size, "profiled": len(members), "outside_ms": float(after.sum()) / 1000})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """'2–7' for consecutive ranks, '0, 2, 4' otherwise (runs of three or more collapse)."""
+    ranks = sorted(set(ranks))
+    parts, start = [], 0
+    for i in range(1, len(ranks) + 1):
+        if i == len(ranks) or ranks[i] != ranks[i - 1] + 1:
+            run = ranks[start:i]
+            parts.append(f"{run[0]}–{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)))
+            start = i
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Membership:
+    """What the profile tells about one communicator's members."""
+
+    size: int  # members: parallel_group_info, else at least the local ranks its matrix links reach
+    global_ranks: tuple[int, ...] | None  # sorted, when parallel_group_info lists the group
+    local_of: dict[int, int]  # profiled rank → its local rank in the communicator, where the matrix shows it
+
+    def missing(self, profiled: set[int]) -> str | None:
+        """The members not profiled, as text: global ranks when known, else local ranks of the communicator."""
+        if self.global_ranks is not None:
+            absent = [r for r in self.global_ranks if r not in profiled]
+            return rank_ranges(absent) if absent else None
+        known = {self.local_of[r] for r in profiled if r in self.local_of}
+        if len(known) < len(profiled):
+            return None
+        absent = [r for r in range(self.size) if r not in known]
+        return f"local ranks {rank_ranges(absent)}" if absent else None
+
+
+def memberships(groups: dict[str, tuple[int, ...]], matrices: dict[int, pd.DataFrame]) -> dict[str, Membership]:
+    """Per group hash: its size and members, from parallel_group_info (``groups``: hash → global ranks) and else
+    from the communication_matrix links of the profiled ranks (local ranks src → dst; a rank's own local rank is
+    the source of its links)."""
+    locals_seen: dict[str, set[int]] = {}
+    local_of: dict[str, dict[int, int]] = {}
+    for rank, matrix in matrices.items():
+        if matrix is None or matrix.empty:
+            continue
+        for group, links in matrix.groupby("group", sort=False):
+            locals_seen.setdefault(str(group), set()).update(int(v) for v in pd.concat([links["src"], links["dst"]]))
+            sources = links["src"].value_counts()
+            if not sources.empty:
+                local_of.setdefault(str(group), {})[rank] = int(sources.index[0])
+    found = {}
+    for group in set(groups) | set(locals_seen):
+        ranks = groups.get(group)
+        seen = locals_seen.get(group, set())
+        size = len(ranks) if ranks else (max(seen) + 1 if seen else 0)
+        if size >= 1:
+            found[group] = Membership(size, tuple(sorted(ranks)) if ranks else None, local_of.get(group, {}))
+    return found

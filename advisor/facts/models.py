@@ -204,6 +204,21 @@ class CommunicationFact(Fact):
     wait_share: Ratio = Field(description="wait_us / elapse_us.")
     idle_share: Ratio = Field(description="idle_us / elapse_us.")
     wait_ratio: Ratio = Field(description="wait / (wait + transit), CANN's Wait Time Ratio over all ops.")
+    transit_from_bandwidth_per_step: Micros = Field(
+        0.0, description="Ops per step whose Time Info says 0 (or nothing) transit although Bandwidth Info moved data: "
+        "their transit is the busiest transport's Bandwidth Info time, at most elapse − wait.")
+    group_size: int | None = Field(
+        None, ge=1, description="Members of the communicator this rank waits in most (else the largest it uses): "
+        "parallel_group_info global_ranks, else at least the local ranks its communication_matrix links reach.")
+    group_ranks_profiled: int | None = Field(None, ge=1, description="How many of them are ranks of this profile.")
+    missing_ranks: str | None = Field(
+        None, description="The members not profiled: global ranks when parallel_group_info lists the group, else "
+        "the communicator's local ranks (e.g. 'local ranks 2–7').")
+    outside_wait_us: Micros = Field(
+        0.0, description="Time per step inside collectives of groups not wholly profiled, after every profiled member "
+        "had arrived, not moving data: waiting for members outside the profile, µs (0 when the group is complete "
+        "or its size unknown).")
+    outside_wait_share: Ratio = Field(0.0, description="outside_wait_us / elapse_us.")
 
 
 class TransportFact(Fact):
@@ -489,6 +504,12 @@ class StragglerFact(Fact):
     )
 
     group: str = Field(description="The communicator's process-group name (dp, tp, …), or its hash when unknown.")
+    group_id: str = Field(description="The communicator's hash in communication.json (names like dp or mp repeat "
+                          "across communicators; the hash does not).")
+    communicator: str | None = Field(None, description="The HCCL communicator name (group_name_5), from parallel_group_info.")
+    group_ranks: str | None = Field(None, description="The profiled ranks holding collectives of this group, e.g. '0, 1'.")
+    group_size: int | None = Field(None, ge=2, description="Members of the communicator (parallel_group_info, else at "
+                                   "least the local ranks its communication_matrix links reach).")
     ranks: int = Field(ge=2, description="Ranks whose files hold collectives of this group.")
     rank: int = Field(ge=0, description="The straggler: the rank that waits least, because the others wait for it.")
     straggler_wait_us: Micros = Field(description="Its wait inside the group's collectives per step, µs.")

@@ -3,7 +3,8 @@
 The torch_npu layout is ``{"step<N>"|"step": {"p2p"|"collective": {"<op>@<group>": OP_INFO, "Total Op
 Info": …}}}``; the msprof command line writes the flat ``{"<op>@<group>": OP_INFO, "total…": …}``. Both
 are accepted; CANN's own aggregates ("Total Op Info", keys starting with "total") are dropped, since
-they are recomputed from the ops. Times stay in the file's ms; sizes in its decimal MB.
+they are recomputed from the ops. Times stay in the file's ms (an op's start, ``start_us``, in its µs); sizes
+in its decimal MB.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def parse_communication(document: dict[str, Any], warnings: list[str]) -> Commun
             continue
         row = {"step": step, "kind": kind, "op_name": op_name, "group": group}
         row.update({name: _number(times.get(label)) for name, label in _TIME_KEYS.items()})
+        row["start_us"] = _number(times.get("Start Timestamp(us)"))
         if row["elapse_ms"] is None:
             malformed += 1
             continue
@@ -57,7 +59,7 @@ def parse_communication(document: dict[str, Any], warnings: list[str]) -> Commun
         warnings.append(f"{malformed} communication op(s) without usable time info were ignored")
     if not ops:
         raise FileProblem("holds no communication op with time info")
-    op_columns = ["step", "kind", "op_name", "group", *_TIME_KEYS]
+    op_columns = ["step", "kind", "op_name", "group", *_TIME_KEYS, "start_us"]
     traffic_columns = ["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"]
     return CommunicationTables(pd.DataFrame(ops, columns=op_columns), pd.DataFrame(traffic, columns=traffic_columns))
 

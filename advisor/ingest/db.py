@@ -14,21 +14,24 @@ tell which export they came from:
 * trace_view.json ← ``PYTORCH_API`` and ``GC_RECORD`` (host), ``CANN_API`` (runtime calls), ``TASK`` (device),
   ``OVERLAP_ANALYSIS`` (lanes, newer CANN) and the ``connectionId`` shared by a launch and its task.
 
-A missing table leaves its table unset (reported like a missing file); a file that is not SQLite, or a
-table with the wrong columns, is skipped with the reason. Numbers get the CSV reader's checks (negative,
+A missing table leaves its table unset (reported like a missing file); a file that is not SQLite is skipped
+with the reason. A table without a column it needs leaves out only what it feeds (a warning names the table and
+the columns) and the file's other tables are read; columns that schemas differ on (``deviceId``, which
+``COMMUNICATION_OP`` of DB schema 1.0.0 lacks, ``opType``, shapes, Block Dim) are read as missing. Numbers get the CSV reader's checks (negative,
 infinite, implausibly large → missing, with a warning). Table and column names follow the reference;
 ``OVERLAP_ANALYSIS`` is only named there, so its columns (``type``, ``startNs``, ``endNs``) are assumed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -43,6 +46,7 @@ PROFILER_DB_GLOB = "ascend_pytorch_profiler*.db"
 ANALYSIS_DB = "analysis.db"
 _MB = 1024.0 * 1024.0
 _OVERLAP_TYPES = {0: "Computing", 1: "Communication", 2: "Communication(Not Overlapped)", 3: "Free"}
+T = TypeVar("T")
 
 
 def profiler_db(output_dir: Path) -> Path | None:
@@ -89,6 +93,16 @@ class DbTables:
     def columns(self, table: str) -> list[str]:
         return [row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")]
 
+    def select(self, table: str, required: list[str], optional: list[str] | tuple[str, ...] = ()) -> pd.DataFrame:
+        """The columns of ``table``: a missing required one is a FileProblem naming the table and columns, a missing
+        optional one is read as NULL (schemas differ: COMMUNICATION_OP of DB schema 1.0.0 has no deviceId)."""
+        present = set(self.columns(table))
+        missing = [c for c in required if c not in present]
+        if missing:
+            raise FileProblem(f"table {table} lacks the column(s) {', '.join(missing)}")
+        return self.frame("SELECT " + ", ".join(c if c in present else f"NULL AS {c}" for c in [*required, *optional])
+                          + f" FROM {table}")
+
     def text(self, values: pd.Series) -> pd.Series:
         """STRING_IDS ids → text (values already text are kept; unknown ids become missing)."""
         if self._strings is None:
@@ -104,6 +118,21 @@ class DbTables:
             return value
 
         return values.astype(object).map(resolve)
+
+
+def _per_table(what: str) -> Callable[[Callable[..., T]], Callable[..., T | None]]:
+    """A table reader whose problems leave out only ``what``: a table with an unexpected layout becomes a warning
+    against the DB file, and the file's other tables are still read."""
+    def wrap(read: Callable[..., T]) -> Callable[..., T | None]:
+        @functools.wraps(read)
+        def tolerant(db: DbTables, *args: Any) -> T | None:
+            try:
+                return read(db, *args)
+            except FileProblem as exc:
+                db.warnings.append(f"{what} left out: the file {exc}; its other tables were read")
+                return None
+        return tolerant
+    return wrap
 
 
 def _first_line(exc: Exception) -> str:
@@ -137,6 +166,7 @@ def _table(db: DbTables, path: Path, frame: pd.DataFrame, text: tuple[str, ...] 
 
 # --- the profiler DB ------------------------------------------------------------------------------------
 
+@_per_table("profiler metadata (META_DATA)")
 def read_metadata(db: DbTables, path: Path) -> dict[str, Any] | None:
     if not db.has("META_DATA"):
         return None
@@ -164,21 +194,34 @@ def _step_of(starts_ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
     return out
 
 
+@_per_table("kernel_details (TASK, COMPUTE_TASK_INFO)")
 def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("TASK") or not db.has("COMPUTE_TASK_INFO"):
         return None
-    info_columns = db.columns("COMPUTE_TASK_INFO")
+    task_columns, info_columns = set(db.columns("TASK")), set(db.columns("COMPUTE_TASK_INFO"))
+    for table, present, needed in (("TASK", task_columns, ("startNs", "endNs", "globalTaskId")),
+                                   ("COMPUTE_TASK_INFO", info_columns, ("globalTaskId", "name"))):
+        if missing := [c for c in needed if c not in present]:
+            raise FileProblem(f"table {table} lacks the column(s) {', '.join(missing)}")
     block = "blockNum" if "blockNum" in info_columns else "blockDim"
+
+    def column(alias: str, present: set[str], name: str, as_name: str | None = None) -> str:
+        return f"{alias}.{name} AS {as_name or name}" if name in present else f"NULL AS {as_name or name}"
+
     tasks = db.frame(
-        f"SELECT t.startNs, t.endNs, t.deviceId, t.globalTaskId, c.name, c.opType, c.taskType, c.{block} AS block, "
-        "c.inputShapes, c.inputDataTypes FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
+        "SELECT t.startNs, t.endNs, t.globalTaskId, c.name, " + ", ".join([
+            column("t", task_columns, "deviceId"), column("c", info_columns, "opType"),
+            column("c", info_columns, "taskType"), column("c", info_columns, block, "block"),
+            column("c", info_columns, "inputShapes"), column("c", info_columns, "inputDataTypes")])
+        + " FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
     )
     frame = pd.DataFrame({
-        "start_ns": tasks["startNs"], "device_id": tasks["deviceId"].astype("float64"),
+        "start_ns": tasks["startNs"], "device_id": pd.to_numeric(tasks["deviceId"], errors="coerce").astype("float64"),
         "name": db.text(tasks["name"]), "type": db.text(tasks["opType"]),
         "accelerator_core": db.text(tasks["taskType"]), "duration_us": _us(tasks["endNs"] - tasks["startNs"]),
         "start_us": _us(tasks["startNs"]), "input_shapes": db.text(tasks["inputShapes"]),
-        "input_dtypes": db.text(tasks["inputDataTypes"]), "block_dim": tasks["block"].astype("float64"),
+        "input_dtypes": db.text(tasks["inputDataTypes"]),
+        "block_dim": pd.to_numeric(tasks["block"], errors="coerce").astype("float64"),
     })
     if db.has("TASK_PMU_INFO"):
         pmu = db.frame("SELECT globalTaskId, name, value FROM TASK_PMU_INFO")
@@ -190,12 +233,7 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
                 if str(column).endswith("_ratio"):
                     frame[str(column)] = ratios[column].astype("float64").to_numpy()
     if db.has("COMMUNICATION_OP"):
-        ops = db.frame("SELECT opName, startNs, endNs, opType, deviceId FROM COMMUNICATION_OP")
-        frame = pd.concat([frame, pd.DataFrame({
-            "start_ns": ops["startNs"], "device_id": ops["deviceId"].astype("float64"), "name": db.text(ops["opName"]),
-            "type": db.text(ops["opType"]), "accelerator_core": "COMMUNICATION",
-            "duration_us": _us(ops["endNs"] - ops["startNs"]), "start_us": _us(ops["startNs"]),
-        })], ignore_index=True)
+        frame = pd.concat([frame, _collective_rows(db)], ignore_index=True)
     frame = frame.sort_values("start_ns", kind="stable")
     steps = step_ranges(db)
     frame.insert(0, "step", _step_of(frame["start_ns"], steps) if not steps.empty else None)
@@ -203,36 +241,54 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
                   ("step", "name", "type", "accelerator_core", "input_shapes", "input_dtypes"))
 
 
+@_per_table("the collectives of kernel_details (COMMUNICATION_OP)")
+def _collective_rows(db: DbTables) -> pd.DataFrame | None:
+    """COMMUNICATION_OP as kernel_details' collective rows; deviceId and opType are optional (schema 1.0.0 has no
+    deviceId), and without opType the op name stands for the type, as kernel_details has it."""
+    ops = db.select("COMMUNICATION_OP", ["opName", "startNs", "endNs"], ["opType", "deviceId"])
+    names = db.text(ops["opName"])
+    return pd.DataFrame({
+        "start_ns": ops["startNs"], "device_id": pd.to_numeric(ops["deviceId"], errors="coerce").astype("float64"),
+        "name": names, "type": db.text(ops["opType"]).where(ops["opType"].notna(), names),
+        "accelerator_core": "COMMUNICATION", "duration_us": _us(ops["endNs"] - ops["startNs"]),
+        "start_us": _us(ops["startNs"]),
+    })
+
+
+@_per_table("memory_record (MEMORY_RECORD)")
 def read_memory_record(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("MEMORY_RECORD"):
         return None
-    rows = db.frame("SELECT component, timestamp, totalAllocated, totalReserved, totalActive FROM MEMORY_RECORD")
+    rows = db.select("MEMORY_RECORD", ["component", "timestamp", "totalReserved"], ["totalAllocated", "totalActive"])
     return _table(db, path, pd.DataFrame({
         "component": db.text(rows["component"]), "timestamp_us": _us(rows["timestamp"]),
-        "allocated_mb": rows["totalAllocated"] / _MB, "reserved_mb": rows["totalReserved"] / _MB,
-        "active_mb": rows["totalActive"] / _MB,
+        "allocated_mb": pd.to_numeric(rows["totalAllocated"], errors="coerce") / _MB, "reserved_mb": rows["totalReserved"] / _MB,
+        "active_mb": pd.to_numeric(rows["totalActive"], errors="coerce") / _MB,
     }), ("component",))
 
 
+@_per_table("operator_memory (OP_MEMORY)")
 def read_operator_memory(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("OP_MEMORY"):
         return None
-    rows = db.frame("SELECT name, size, allocationTime FROM OP_MEMORY")
+    rows = db.select("OP_MEMORY", ["name", "size"], ["allocationTime"])
     return _table(db, path, pd.DataFrame({
         "name": db.text(rows["name"]), "size_kb": rows["size"] / 1024.0, "allocation_us": _us(rows["allocationTime"]),
     }), ("name",))
 
 
+@_per_table("npu_module_mem (NPU_MODULE_MEM)")
 def read_module_memory(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("NPU_MODULE_MEM"):
         return None
-    rows = db.frame("SELECT moduleId, totalReserved FROM NPU_MODULE_MEM")
+    rows = db.select("NPU_MODULE_MEM", ["moduleId", "totalReserved"])
     modules = dict(db.frame("SELECT id, name FROM ENUM_MODULE").itertuples(index=False)) if db.has("ENUM_MODULE") else {}
     return _table(db, path, pd.DataFrame({
         "component": rows["moduleId"].map(lambda m: modules.get(m, str(m))), "reserved_mb": rows["totalReserved"] / _MB,
     }), ("component",))
 
 
+@_per_table("the trace tables (TASK, CANN_API, PYTORCH_API)")
 def read_trace_tables(db: DbTables) -> TraceTables | None:
     """The trace_view tables the facts use, from the DB's host, runtime and device tables."""
     if not db.has("TASK"):
@@ -306,6 +362,7 @@ _STEP_COLUMNS = {"deviceId": "device_id", "step": "step", "computing": "computin
                  "preparing": "preparing_us"}
 
 
+@_per_table("step_trace_time (StepTraceTime)")
 def read_step_trace(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("StepTraceTime"):
         return None
@@ -319,17 +376,19 @@ def read_step_trace(db: DbTables, path: Path) -> CsvTable | None:
     return _table(db, path, rows, ("step",))
 
 
+@_per_table("communication (CommAnalyzerTime, CommAnalyzerBandwidth)")
 def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables | None:
     if not db.has("CommAnalyzerTime"):
         return None
-    times = db.frame("SELECT hccl_op_name, group_name, elapse_time, transit_time, wait_time, synchronization_time, "
-                     "idle_time, step, type FROM CommAnalyzerTime")
+    times = db.select("CommAnalyzerTime", ["hccl_op_name", "group_name", "elapse_time", "transit_time", "wait_time",
+                                           "synchronization_time", "idle_time", "step", "type"], ["start_timestamp"])
     key = ["step", "kind", "op_name", "group"]
     ops = pd.DataFrame({
         "step": times["step"].map(_step_number), "kind": times["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
         "op_name": times["hccl_op_name"].astype(str), "group": times["group_name"].astype(str),
         "elapse_ms": times["elapse_time"], "transit_ms": times["transit_time"], "wait_ms": times["wait_time"],
         "synchronization_ms": times["synchronization_time"], "idle_ms": times["idle_time"],
+        "start_us": pd.to_numeric(times["start_timestamp"], errors="coerce").astype("float64"),
     })
     unusable = ops["elapse_ms"].isna() | (ops["elapse_ms"] < 0)
     if unusable.any():
@@ -339,8 +398,8 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
         raise FileProblem("holds no communication op with time info")
     traffic = pd.DataFrame(columns=[*key, "transport", "size_mb", "time_ms"])
     if db.has("CommAnalyzerBandwidth"):
-        bandwidth = db.frame("SELECT hccl_op_name, group_name, transport_type, transit_size, transit_time, step, type "
-                             "FROM CommAnalyzerBandwidth")
+        bandwidth = db.select("CommAnalyzerBandwidth", ["hccl_op_name", "group_name", "transport_type", "transit_size",
+                                                         "transit_time", "step", "type"])
         traffic = pd.DataFrame({
             "step": bandwidth["step"].map(_step_number),
             "kind": bandwidth["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
@@ -353,12 +412,13 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
     return CommunicationTables(ops, traffic)
 
 
+@_per_table("communication_matrix (CommAnalyzerMatrix)")
 def read_matrix(db: DbTables) -> pd.DataFrame | None:
     """CommAnalyzerMatrix as communication_matrix.json's rows (only the ``-total`` rows when there are any)."""
     if not db.has("CommAnalyzerMatrix"):
         return None
-    rows = db.frame("SELECT hccl_op_name, group_name, src_rank, dst_rank, transport_type, transit_size, transit_time, "
-                    "step, type FROM CommAnalyzerMatrix")
+    rows = db.select("CommAnalyzerMatrix", ["hccl_op_name", "group_name", "src_rank", "dst_rank", "transport_type",
+                                             "transit_size", "transit_time", "step", "type"])
     names = rows["hccl_op_name"].astype(str)
     totals = names.str.endswith("-total")
     if totals.any():
