@@ -98,6 +98,8 @@ class GainCheck(_Model):
     estimated_gain_us: float = Field(description="Sum of the estimated gains of the findings resolved on TARGET, µs per step.")
     step_reduction_us: float = Field(description="BASE step time − TARGET step time, µs.")
     delivered_ratio: float | None = Field(description="step_reduction_us / estimated_gain_us.")
+    grown_title: str | None = Field(None, description="The finding on both sides whose gain grew most, when it grew.")
+    grown_us: float | None = Field(None, description="How much that finding's gain grew from BASE to TARGET, µs per step.")
 
 
 class Comparison(_Model):
@@ -274,7 +276,7 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
     rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}
     return Comparison(
         tool=ToolInfo(version=VERSION, packs=base_report.tool.packs), lang=lang, base=base_side, target=target_side,
-        headline=_headline(base_side, target_side, findings, labels(lang)),
+        headline=_headline(base_side, target_side, findings, base_report, target_report, labels(lang)),
         breakdown=[_row(f.component, f) for f in rows.get("step_delta", [])],
         operators=[_row(f.key, f, _types(f, by)) for f in _largest_changes(rows.get("operator_delta", []))],
         operators_matched_by=by,
@@ -310,19 +312,37 @@ def _side(report: Report, analysis: Analysis) -> Side:
                 step_time_us=step.step_time_us if step else None)
 
 
-def _headline(base: Side, target: Side, findings: list[Finding], words: dict[str, str]) -> str:
+def _headline(base: Side, target: Side, findings: list[Finding], base_report: Report, target_report: Report,
+              words: dict[str, str]) -> str:
+    """The step times, then: for a step that got shorter, BASE's findings that no longer fire and what is still worse on
+    TARGET; otherwise the first finding about the difference."""
+    shorter = False
     if base.step_time_us is None or target.step_time_us is None:
         text = words["headline_no_steps"].format(side=words["base"] if base.step_time_us is None else words["target"])
     else:
         diff = target.step_time_us - base.step_time_us
         share = abs(diff) / base.step_time_us if base.step_time_us > 0 else 0.0
         key = "headline_same" if abs(diff) < 0.05 else "headline_longer" if diff > 0 else "headline_shorter"
+        shorter = key == "headline_shorter"
         text = words[key].format(
             diff=fmt_us(abs(diff)), share=fmt_pct(share), target=fmt_us(target.step_time_us), base=fmt_us(base.step_time_us))
+    resolved = [f for f in _resolved(base_report, target_report) if (f.estimated_gain_us or 0.0) > 0]
+    if shorter and resolved and base.platform == target.platform:
+        text += " " + words["headline_resolved"].format(findings="; ".join(_titled(f) for f in resolved))
     if findings:
-        top = findings[0]
-        text += " " + words["headline_first"].format(finding=top.title + (f" ({top.key})" if top.key else ""))
+        key = "headline_remaining" if shorter else "headline_first"
+        text += " " + words[key].format(finding=_titled(findings[0]))
     return text
+
+
+def _titled(finding: Finding) -> str:
+    return finding.title + (f" ({finding.key})" if finding.key else "")
+
+
+def _resolved(base: Report, target: Report) -> list[Finding]:
+    """BASE's findings that TARGET no longer has."""
+    after = {(f.id, f.key) for f in target.findings}
+    return [f for f in base.findings if (f.id, f.key) not in after]
 
 
 def _changes(base: Report, target: Report) -> list[FindingChange]:
@@ -342,11 +362,17 @@ def _gain_check(base: Report, target: Report, base_side: Side, target_side: Side
     """Only for two profiles of the same platform, when a finding of BASE no longer fires on TARGET."""
     if base_side.platform != target_side.platform or base_side.step_time_us is None or target_side.step_time_us is None:
         return None
-    after = {(f.id, f.key) for f in target.findings}
-    resolved = [f for f in base.findings if (f.id, f.key) not in after]
+    resolved = _resolved(base, target)
     if not resolved:
         return None
     estimate = sum(f.estimated_gain_us or 0.0 for f in resolved)
     saved = base_side.step_time_us - target_side.step_time_us
+    before = {(f.id, f.key): f for f in base.findings}
+    growth = [(t.estimated_gain_us - before[(t.id, t.key)].estimated_gain_us, _titled(t)) for t in target.findings
+              if (t.id, t.key) in before and t.estimated_gain_us is not None
+              and before[(t.id, t.key)].estimated_gain_us is not None]
+    grown, title = max(growth, default=(0.0, None))
+    shown = grown > 0.05 * estimate and saved < estimate
     return GainCheck(resolved=len(resolved), estimated_gain_us=estimate, step_reduction_us=saved,
-                     delivered_ratio=saved / estimate if estimate > 0 else None)
+                     delivered_ratio=saved / estimate if estimate > 0 else None,
+                     grown_title=title if shown else None, grown_us=grown if shown else None)

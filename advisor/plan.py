@@ -50,8 +50,8 @@ _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
 @dataclass
-class _Charge:
-    """One firing of a recommending rule: what it claims, and what the budget let it keep."""
+class Charge:
+    """One firing of a recommending rule: what it claims, from which bucket, and what the budget let it keep."""
 
     firing: Firing
     rank: int | None
@@ -63,11 +63,8 @@ class _Charge:
     shares_with: list[str] = field(default_factory=list)
 
 
-def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[Finding]:
-    """Turn the firings of recommending rules into ranked findings, their gains charged to one step budget."""
-    step_time = _step_times(facts)
-    known = known_about(facts)
-    derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
+def charge_firings(firings: list[Firing], facts: list[Fact], book: RuleBook) -> list[Charge]:
+    """The claims of the recommending rules' firings, charged to the step budgets (``charge_budgets``)."""
     charges = []
     for firing in firings:
         rule = book.rules[firing.rule_id]
@@ -75,12 +72,21 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
             continue
         resolve = resolver(firing.values())
         gain = rule.exprs.gain.evaluate(resolve) if rule.exprs.gain else None
-        charges.append(_Charge(
+        charges.append(Charge(
             firing=firing, rank=_rank_of(firing), key=rule.exprs.key.render(resolve) if rule.exprs.key else None,
             bucket=rule.exprs.charged_to.render(resolve), basis=rule.spec.then.gain_basis,
             claim=None if gain is None else max(float(gain), 0.0)))
     charge_budgets(charges, facts)
-    groups: dict[tuple[str, str | None], list[_Charge]] = defaultdict(list)
+    return charges
+
+
+def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[Finding]:
+    """Turn the firings of recommending rules into ranked findings, their gains charged to one step budget."""
+    step_time = _step_times(facts)
+    known = known_about(facts)
+    derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
+    charges = charge_firings(firings, facts, book)
+    groups: dict[tuple[str, str | None], list[Charge]] = defaultdict(list)
     for charge in charges:
         groups[(charge.firing.rule_id, charge.key)].append(charge)
 
@@ -139,7 +145,7 @@ def ranking_score(finding: Finding) -> float:
     return finding.estimated_gain_us * (ASSUMED_WEIGHT if finding.gain_basis == "assumed" else 1.0)
 
 
-def charge_budgets(charges: list[_Charge], facts: list[Fact]) -> None:
+def charge_budgets(charges: list[Charge], facts: list[Fact]) -> None:
     """Charge each firing's claim to its rank's step budget (and the profile's mean step), measured claims first,
     then the largest; firings about the whole profile (no rank) are charged to the profile's budget."""
     budgets = step_budgets(facts)

@@ -66,7 +66,7 @@ def test_before_after_on_gpus_names_the_slower_kernel_and_checks_the_fix(tmp_pat
     write_gpu_job(tmp_path / "after", GpuJob(elementwise_us=120.0))
     result = compare(tmp_path / "before", tmp_path / "after", default_rulebook())
     first = result.findings[0]
-    assert (first.id, first.key) == ("compare.operator_slower", "at::native::vectorized_elementwise_kernel")
+    assert (first.id, first.key) == ("compare.operator_slower", "at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add, Array>")
     assert first.estimated_gain_us == pytest.approx(60 * 90.0)
     resolved = [c for c in result.changes if c.change == "resolved"]
     assert [c.id for c in resolved] == ["gpu.host_sync"]

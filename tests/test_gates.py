@@ -37,7 +37,7 @@ def test_findings_carry_the_checked_preconditions(tmp_path):
         ("MatMulV2_out", "MatMulV2", "AI_CORE", 803.0, "4096,3072;3072,8192"),
         ("hcom_allReduce__1", "hcom_allReduce_", "COMMUNICATION", 1071.0, "4096,8192")]]
     build_rank(tmp_path, RankSpec(steps=[StepRow(s, 803.0, 1071.0, 150.0) for s in (5, 6)], kernels=kernels,
-                                  syncs_per_step=0, dataloader_us=50.0))
+                                  syncs_per_step=0, dataloader_us=50.0, comm_size_mb=64.0))  # the AllReduce carries the 64 MiB output
     report = diagnose(tmp_path)
     mc2 = next(f for f in report.findings if f.id == "mc2.matmul_all_reduce").prescriptions[0]
     assert {c.requirement: c.status for c in mc2.preconditions} == {

@@ -55,7 +55,8 @@ def test_format_variants_give_the_same_tables(tmp_path, variant):
 
 @pytest.mark.parametrize(("content", "reason"), [
     (b"", "is empty"),
-    (b"[1, 2]", "is not a PyTorch profiler trace"),
+    (b"[1, 2]", "bare JSON array of events.*torch.profiler.profile"),
+    (b"42", "is not a PyTorch profiler trace"),
     (b'{"schemaVersion": 1}', "has no traceEvents"),
     (b'{"traceEvents": []}', "has no traceEvents"),
     (b'{"traceEvents": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "too deeply|is not a valid JSON array of events"),
@@ -75,25 +76,38 @@ def test_a_compressed_trace_that_expands_too_far_is_refused(tmp_path):
 
 
 def test_step_breakdown_reads_like_step_trace_time(tmp_path):
-    from advisor.facts.gpu import step_breakdown
+    from advisor.facts.gpu import step_breakdown, step_windows
 
     trace = read_kineto(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS))
-    (step,) = step_breakdown(trace.gpu, trace.runtime, trace.cpu).to_dict("records")
-    # span 470; compute 240, communication 200 of which 90 under compute; busy = [0,100) ∪ [150,400) = 350
-    assert step == {"step": "1", "computing_us": 240.0, "communication_us": 200.0, "comm_not_overlapped_us": 110.0,
-                    "overlapped_us": 90.0, "free_us": 120.0}
-    assert step["computing_us"] + step["comm_not_overlapped_us"] + step["free_us"] == 470.0
+    (step,) = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu)).to_dict("records")
+    # the ProfilerStep is [-30, 480): the window; compute 240, communication 200 of which 90 under compute;
+    # busy = [0,100) ∪ [150,400) = 350 → free 160, of which 30 before the first kernel (preparing)
+    assert step == {"step": "1", "start_us": -30.0, "end_us": 480.0, "computing_us": 240.0, "communication_us": 200.0,
+                    "comm_not_overlapped_us": 110.0, "overlapped_us": 90.0, "free_us": 160.0, "preparing_us": 30.0}
+    assert step["computing_us"] + step["comm_not_overlapped_us"] + step["free_us"] == 510.0
 
 
-def test_gpu_activity_belongs_to_the_step_that_launched_it(tmp_path):
-    from advisor.facts.gpu import step_breakdown
+def test_step_windows_tile_wall_time_and_reach_the_work_each_step_launched(tmp_path):
+    from advisor.facts.gpu import step_breakdown, step_windows
 
-    # two ProfilerStep windows: [-30, 225) and [225, 480); kernels E and F run after 225 but were launched in step 1
+    # ProfilerSteps [-30, 225) and [225, 480); everything but the memcpy (launched at 440) is launched in step 1,
+    # and its last activity (NCCL) ends at 400: step 1 runs [-30, 400), step 2 [400, 480)
     trace = read_kineto(write_kineto_trace(tmp_path / "two.pt.trace.json", KERNELS, steps=2))
-    first, second = step_breakdown(trace.gpu, trace.runtime, trace.cpu).to_dict("records")
-    assert (first["step"], first["computing_us"], first["communication_us"]) == ("1", 240.0, 200.0)
-    assert second == {"step": "2", "computing_us": 0.0, "communication_us": 0.0, "comm_not_overlapped_us": 0.0,
-                      "overlapped_us": 0.0, "free_us": 20.0}  # only the memcpy
+    windows = step_windows(trace.gpu, trace.runtime, trace.cpu)
+    assert windows.values.tolist() == [[1, -30.0, 400.0], [2, 400.0, 480.0]]
+    first, second = step_breakdown(trace.gpu, windows).to_dict("records")
+    assert (first["computing_us"], first["communication_us"], first["free_us"]) == (240.0, 200.0, 80.0)
+    assert second == {"step": "2", "start_us": 400.0, "end_us": 480.0, "computing_us": 0.0, "communication_us": 0.0,
+                      "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0, "free_us": 80.0, "preparing_us": 80.0}
+
+
+def test_a_trace_without_profiler_steps_is_one_window(tmp_path):
+    from advisor.facts.gpu import step_windows
+
+    trace = read_kineto(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS))
+    windows = step_windows(trace.gpu, trace.runtime, trace.cpu.loc[~trace.cpu["name"].str.startswith("ProfilerStep")])
+    # from the first host event (the launch at -20; the [memory] instant is not a span) to the memcpy's end
+    assert windows.values.tolist() == [[None, -20.0, 470.0]]
 
 
 def test_kernels_read_like_kernel_details(tmp_path):

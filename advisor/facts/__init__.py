@@ -20,6 +20,7 @@ from advisor.facts.communication import (
     link_summary,
     median_ratios,
     memberships,
+    op_traffic,
     outside_waits,
     rank_ranges,
     transit_from_bandwidth,
@@ -415,14 +416,22 @@ def _sequence_facts(
         facts.append(ContentionFact(id=f"contention:r{rank.rank}",
                                     sources=[_source(profile, rank, "kernel_details.csv", "Type,Accelerator Core,Start Time(us),Duration(us)")],
                                     rank=rank.rank, matmul_overlap_share=overlap))
-    for row in matmul_collective_pairs(timeline, step_count).to_dict("records"):
-        facts.append(_mc2_fact(rank.rank, row, step_time, _source(profile, rank, "kernel_details.csv",
-                                                                  "Type,Start Time(us),Duration(us),Input Shapes,Input Data Types")))
+    if rank.communication is not None:  # MC2 candidates: the collective must carry the MatMul's data
+        known = {h: g for r in profile.ranks for h, g in groups_by_hash(r.metadata).items()}
+        members = memberships({h: g.global_ranks for h, g in known.items()},
+                              {r.rank: r.matrix for r in profile.ranks if r.matrix is not None})
+        groups = {h: (known[h].name if h in known else None, members[h].size if h in members else None)
+                  for h in set(known) | set(members)}
+        collectives = op_traffic(rank.communication.ops, rank.communication.traffic)
+        source = [_source(profile, rank, "kernel_details.csv", "Name,Type,Start Time(us),Duration(us),Input Shapes,Input Data Types"),
+                  _source(profile, rank, "communication.json", "Communication Bandwidth Info: Transit Size(MB)")]
+        for row in matmul_collective_pairs(timeline, step_count, collectives, groups).to_dict("records"):
+            facts.append(_mc2_fact(rank.rank, row, step_time, source))
     return facts
 
 
-def _mc2_fact(rank: int, row: dict, step_time: float | None, source: str) -> Mc2Fact:
-    """An MC2 candidate with the tile plan where the planner applies (MatmulAllReduce with shapes)."""
+def _mc2_fact(rank: int, row: dict, step_time: float | None, sources: list[str]) -> Mc2Fact:
+    """An MC2 candidate of one MatMul shape, with the tile plan where the planner applies (MatmulAllReduce)."""
     matmul_us, comm_us, count = row["matmul_us"], row["comm_us"], row["count_per_step"]
     dims = {key: (int(row[key]) if row[key] is not None and not pd.isna(row[key]) else None) for key in ("m", "k", "n")}
     plan = None
@@ -430,8 +439,11 @@ def _mc2_fact(rank: int, row: dict, step_time: float | None, source: str) -> Mc2
         plan = plan_mc2(dims["m"], dims["k"], dims["n"], dtype=row["dtype"] or "fp16", matmul_us=matmul_us, comm_us=comm_us)
     gain = max(plan.predicted_gain_us, 0.0) * count if plan else min(matmul_us, comm_us) * count
     return Mc2Fact(
-        id=f"mc2:r{rank}:{row['pattern']}",
-        sources=[source],
+        id=f"mc2:r{rank}:{row['pattern']}:{'x'.join(str(dims[key]) for key in ('m', 'k', 'n'))}:{row['dtype']}",
+        sources=sources,
+        group=str(row["group"]),
+        payload_mb=float(row["payload_mb"]),
+        matmul_mb=float(row["matmul_mb"]),
         rank=rank,
         pattern=row["pattern"],
         count_per_step=float(count),

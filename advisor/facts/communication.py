@@ -213,3 +213,16 @@ def memberships(groups: dict[str, tuple[int, ...]], matrices: dict[int, pd.DataF
         if size >= 1:
             found[group] = Membership(size, tuple(sorted(ranks)) if ranks else None, local_of.get(group, {}))
     return found
+
+
+def op_traffic(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
+    """Per collective op (step, op_name, group): the MB it sent over the links (transit_mb), SDMA left out where the
+    file splits it into HCCS/PCIE/SIO (it is their sum), and 0 for an op without Bandwidth Info."""
+    collective = ops.loc[ops["kind"] == "collective", ["step", "op_name", "group"]].drop_duplicates()
+    moved = traffic.loc[(traffic["kind"] == "collective") & (traffic["size_mb"] > 0)]
+    split = moved.groupby(_OP_KEY, dropna=False)["transport"].transform(lambda t: t.isin(_LINK_SPLIT).any())
+    moved = moved.loc[~(split.astype(bool) & (moved["transport"] == "SDMA"))]
+    sent = moved.groupby(["step", "op_name", "group"], dropna=False)["size_mb"].sum().rename("transit_mb").reset_index()
+    out = collective.merge(sent, on=["step", "op_name", "group"], how="left")
+    out["transit_mb"] = out["transit_mb"].fillna(0.0)
+    return out.reset_index(drop=True)

@@ -32,7 +32,9 @@ class RuntimeNames:
     sync: re.Pattern[str]
     launch: re.Pattern[str]
     free: re.Pattern[str]
+    allocator: re.Pattern[str]
     compute_task: re.Pattern[str]
+    copy_task: re.Pattern[str]
 
 
 ASCEND_RUNTIME = RuntimeNames(
@@ -40,8 +42,10 @@ ASCEND_RUNTIME = RuntimeNames(
     sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
     launch=re.compile(r"^Node@launch$"),
     free=re.compile(r"^AscendCL@aclrtFree(Physical)?$"),
+    allocator=re.compile(r"^AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$"),
     compute_task=re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
                             r"KERNEL_MIX_AIV|KERNEL_AICPU)$"),
+    copy_task=re.compile(r"^(PCIE_DMA_SQE|SDMA_SQE|MEMCPY_ASYNC)$"),
 )
 GPU_RUNTIME = RuntimeNames(
     compile=re.compile(r"^(nvrtc|hiprtc)Compile"),
@@ -49,7 +53,9 @@ GPU_RUNTIME = RuntimeNames(
     launch=re.compile(r"^(cuda|hip)(LaunchKernel(ExC)?|LaunchCooperativeKernel|ExtLaunchKernel|ModuleLaunchKernel|"
                       r"ExtModuleLaunchKernel|GraphLaunch)(_v\d+)?$|^cuLaunchKernel(Ex)?$"),
     free=re.compile(r"^(cuda|hip)Free(Async)?$"),
+    allocator=re.compile(r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed)?$"),
     compute_task=re.compile(r"^compute$"),
+    copy_task=re.compile(r"^memory$"),
 )
 RUNTIME_NAMES = {"ascend": ASCEND_RUNTIME, "gpu": GPU_RUNTIME}
 
@@ -137,13 +143,19 @@ def optimizer_kernels(regions: pd.DataFrame, launches: pd.DataFrame, device: pd.
     return {"optimizer_kernels_per_step": len(launched) / steps, "optimizer_kernel_us_per_step": float(kernel_us.sum()) / steps}
 
 
+def dataloader_calls(host: pd.DataFrame) -> pd.DataFrame:
+    """The outermost host events whose name mentions a DataLoader (nested ones dropped), by start."""
+    rows = host.loc[host["name"].str.contains(DATALOADER)].sort_values("ts")
+    return rows.loc[rows["ts"] >= (rows["ts"] + rows["dur"]).cummax().shift(fill_value=-np.inf)]
+
+
 def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, object] | None:
     """Data-loading time per step: the outermost events whose name mentions a DataLoader."""
     rows = inside(host, windows)
     rows = rows.loc[rows["name"].str.contains(DATALOADER)].sort_values("ts")
     if rows.empty:
         return None
-    outer = rows.loc[rows["ts"] >= (rows["ts"] + rows["dur"]).cummax().shift(fill_value=-np.inf)]  # drop nested
+    outer = dataloader_calls(rows)
     names = " ".join(rows["name"].unique())
     iterator = "multi-process" if "MultiProcessing" in names else "single-process" if "SingleProcess" in names else "unknown"
     steps = max(len(windows), 1)

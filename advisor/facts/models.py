@@ -146,12 +146,17 @@ class SequenceFact(Fact):
 class Mc2Fact(Fact):
     """A MatMul and a collective on its output (or input) running one after the other: what MC2 fuses (seed 001).
 
-    Times are means per occurrence. For MatMul→AllReduce with known shapes the MC2 tile planner gives the
-    tiles and the predicted fused time; otherwise the gain is the upper bound min(MatMul, collective).
+    One fact per pattern and MatMul shape; times are means per occurrence of that shape. A pair counts only when the
+    collective carries the MatMul's data (its payload, from the MB it sent and the group's size, within 25 % of the
+    MatMul's output, or input for AllGather) and its group is not known by a name other than a tensor-parallel one:
+    a data-parallel gradient AllReduce after the last backward MatMul is not a candidate. For MatMul→AllReduce the
+    MC2 tile planner gives the tiles and the predicted fused time; otherwise the gain is the upper bound
+    min(MatMul, collective).
     """
 
     family: ClassVar[str] = "mc2"
-    source: ClassVar[str] = "kernel_details.csv: Type, Start Time(us), Duration(us), Input Shapes, Input Data Types"
+    source: ClassVar[str] = ("kernel_details.csv: Name, Type, Start Time(us), Duration(us), Input Shapes, Input Data Types; "
+                             "communication.json Bandwidth Info (the collective's data) and the group's name and size")
 
     rank: int = Field(ge=0, description="Rank.")
     pattern: Literal["matmul_all_reduce", "matmul_reduce_scatter", "all_gather_matmul"] = Field(
@@ -164,6 +169,10 @@ class Mc2Fact(Fact):
     k: int | None = Field(None, ge=1, description="K of the MatMul.")
     n: int | None = Field(None, ge=1, description="N of the MatMul.")
     dtype: str | None = Field(None, description="fp16, bf16, fp32 or int8, from Input Data Types.")
+    group: str = Field(description="The collective's process-group name (tp, …), or its hash when unknown.")
+    payload_mb: Micros = Field(description="The tensor the collective carries, MB (10^6 bytes), from the data it sent "
+                               "and the group's size (the middle of the possible range when the size is unknown).")
+    matmul_mb: Micros = Field(description="The MatMul's output (its input A for AllGather→MatMul), MB: M × N (M × K) × dtype bytes.")
     bound: Literal["compute", "communication"] = Field(description="The longer of MatMul and collective.")
     tiles: str | None = Field(None, description="The planner's split of M, e.g. '512,896,896,896,896' (MatmulAllReduce with shapes).")
     predicted_fused_us: Micros | None = Field(None, description="The planner's predicted fused time per occurrence, µs.")

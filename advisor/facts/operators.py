@@ -7,17 +7,20 @@ import pandas as pd
 from advisor.ingest.ascend import PIPE_RATIOS
 
 COMMUNICATION_CORES = frozenset({"HCCL", "COMMUNICATION"})
+COPY_CORES = frozenset({"MEMORY"})  # memory copies and sets of a GPU trace: device time, but not compute
 
 
 def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     """Kernel rows without the collective-communication ops, with a usable operator type.
 
-    Collectives (Accelerator Core HCCL/COMMUNICATION, or names starting with ``hcom_``) are not compute.
+    Collectives (Accelerator Core HCCL/COMMUNICATION, or names starting with ``hcom_``) and a GPU trace's memory
+    copies and sets (MEMORY) are not compute.
     Where Type is unknown (Level0 writes N/A) the kernel Name stands in and ``type_source`` says so.
     """
     core = kernels["accelerator_core"] if "accelerator_core" in kernels else pd.Series(None, index=kernels.index, dtype=object)
     name = kernels["name"].fillna("")
-    is_comm = core.fillna("").str.upper().isin(COMMUNICATION_CORES) | name.str.lower().str.startswith("hcom_")
+    is_comm = (core.fillna("").str.upper().isin(COMMUNICATION_CORES | COPY_CORES)
+               | name.str.lower().str.startswith("hcom_"))
     rows = kernels.loc[~is_comm & kernels["duration_us"].notna() & (kernels["duration_us"] >= 0)]
     op_type = rows["type"] if "type" in rows else pd.Series(pd.NA, index=rows.index, dtype="str")
     known = op_type.notna()

@@ -23,9 +23,11 @@ _DTYPES = {"FLOAT16": "fp16", "DT_FLOAT16": "fp16", "BF16": "bf16", "DT_BF16": "
 
 
 def device_timeline(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Every kernel with a start time, as (step, type, is_comm, collective, start_us, duration_us, shapes, dtypes), in order."""
+    """Every kernel with a start time, as (step, name, type, is_comm, collective, start_us, duration_us, shapes, dtypes),
+    in order."""
     if "start_us" not in kernels or kernels["start_us"].isna().all():
-        return pd.DataFrame(columns=["step", "type", "is_comm", "collective", "start_us", "duration_us", "shapes", "dtypes"])
+        return pd.DataFrame(columns=["step", "name", "type", "is_comm", "collective", "start_us", "duration_us", "shapes",
+                                     "dtypes"])
     rows = kernels.loc[kernels["start_us"].notna() & kernels["duration_us"].notna()]
     core = rows["accelerator_core"].fillna("").str.upper() if "accelerator_core" in rows else pd.Series("", index=rows.index)
     name = rows["name"].fillna("")
@@ -34,6 +36,7 @@ def device_timeline(kernels: pd.DataFrame) -> pd.DataFrame:
     timeline = pd.DataFrame(
         {
             "step": pd.to_numeric(rows["step"], errors="coerce") if "step" in rows else pd.NA,
+            "name": name.astype(str),
             "type": op_type.astype(str),
             "is_comm": is_comm,
             "collective": [_collective(t) if c else None for t, c in zip(op_type.astype(str), is_comm)],
@@ -73,11 +76,25 @@ def kernel_pairs(timeline: pd.DataFrame, step_count: int, limit: int = MAX_PAIRS
     return grouped.head(limit)[columns].reset_index(drop=True)
 
 
-def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int) -> pd.DataFrame:
-    """MC2 candidates: MatMul→AllReduce, MatMul→ReduceScatter and AllGather→MatMul, with times and the usual shape."""
-    columns = ["pattern", "count_per_step", "matmul_us", "comm_us", "m", "k", "n", "dtype"]
-    if len(timeline) < 2:
+def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int, collectives: pd.DataFrame | None = None,
+                            groups: dict[str, tuple[str | None, int | None]] | None = None) -> pd.DataFrame:
+    """MC2 candidates: MatMul→AllReduce, MatMul→ReduceScatter and AllGather→MatMul on the same data, per shape.
+
+    A pair is a candidate only when the collective carries the MatMul's output (its input for AllGather→MatMul):
+    ``collectives`` (step, op_name, group, transit_mb: the op's traffic from communication.json) gives the data the
+    collective moved, from which its payload follows (a ring or mesh AllReduce over n ranks moves 2(n − 1)/n of it,
+    ReduceScatter and AllGather (n − 1)/n of the full tensor; n from ``groups``: hash → (name, size), unknown n
+    allowing the whole range), and the MatMul's side must be within 25 % of it. A collective of a group known by a
+    name other than a tensor-parallel one (dp, pp, default_group, …) is not a candidate: a data-parallel gradient
+    AllReduce after the last backward MatMul is not what MC2 fuses. Without the collective's traffic there is no
+    candidate. Times are means over the pairs of one (pattern, MatMul shape, dtype), so a row never labels a mean of
+    several shapes with one of them.
+    """
+    columns = ["pattern", "count_per_step", "matmul_us", "comm_us", "m", "k", "n", "dtype", "group", "payload_mb",
+               "matmul_mb"]
+    if len(timeline) < 2 or collectives is None or collectives.empty:
         return pd.DataFrame(columns=columns)
+    groups = groups or {}
     nxt = timeline.shift(-1)
     same_step = (timeline["step"] == nxt["step"]) | (timeline["step"].isna() & nxt["step"].isna())
     is_matmul = ~timeline["is_comm"] & timeline["type"].str.match(MATMUL)
@@ -87,6 +104,9 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int) -> pd.DataF
         "matmul_reduce_scatter": same_step & is_matmul & (nxt["collective"] == "reduce_scatter"),
         "all_gather_matmul": same_step & (timeline["collective"] == "all_gather") & next_matmul,
     }
+    sizes = collectives.assign(step=pd.to_numeric(collectives["step"], errors="coerce"))
+    sizes = sizes.groupby(["step", "op_name"], dropna=False, sort=False).agg(
+        group=("group", "first"), transit_mb=("transit_mb", "sum")).reset_index()
     rows = []
     for pattern, mask in sorted(kinds.items()):
         mask = mask.fillna(False).astype(bool)
@@ -94,22 +114,64 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int) -> pd.DataF
             continue
         first, second = timeline.loc[mask], nxt.loc[mask]
         matmul, comm = (second, first) if pattern == "all_gather_matmul" else (first, second)
-        shapes = (matmul["shapes"].fillna("").astype(str) + "|" + matmul["dtypes"].fillna("").astype(str)).value_counts()
-        shape_text, dtype_text = shapes.index[0].split("|", 1)
-        m, k, n = _matmul_dims(shape_text)
-        rows.append(
-            {
+        pairs = pd.DataFrame({
+            "step": pd.to_numeric(comm["step"], errors="coerce").to_numpy(), "op_name": comm["name"].to_numpy(),
+            "matmul_us": matmul["duration_us"].to_numpy(), "comm_us": comm["duration_us"].to_numpy(),
+            "shapes": matmul["shapes"].fillna("").astype(str).to_numpy(),
+            "dtypes": matmul["dtypes"].fillna("").astype(str).to_numpy(),
+        }).merge(sizes, on=["step", "op_name"], how="inner")
+        for (shape_text, dtype_text), same in pairs.groupby(["shapes", "dtypes"], sort=True):
+            m, k, n = _matmul_dims(shape_text)
+            dtype = _DTYPES.get(dtype_text.split(";")[0].strip().upper())
+            if m is None or k is None or n is None:
+                continue
+            matmul_mb = m * (k if pattern == "all_gather_matmul" else n) * _BYTES.get(dtype, 2) / 1e6
+            chosen = [bool(_tensor_parallel(groups.get(g, (None, None))[0])
+                           and _carries(pattern, matmul_mb, t, groups.get(g, (None, None))[1]))
+                      for g, t in zip(same["group"], same["transit_mb"])]
+            kept = same.loc[chosen]
+            if kept.empty:
+                continue
+            group = str(kept["group"].mode().iloc[0])
+            size = groups.get(group, (None, None))[1]
+            rows.append({
                 "pattern": pattern,
-                "count_per_step": int(mask.sum()) / max(step_count, 1),
-                "matmul_us": float(matmul["duration_us"].mean()),
-                "comm_us": float(comm["duration_us"].mean()),
-                "m": m,
-                "k": k,
-                "n": n,
-                "dtype": _DTYPES.get(dtype_text.split(";")[0].strip().upper()),
-            }
-        )
+                "count_per_step": len(kept) / max(step_count, 1),
+                "matmul_us": float(kept["matmul_us"].mean()),
+                "comm_us": float(kept["comm_us"].mean()),
+                "m": m, "k": k, "n": n, "dtype": dtype,
+                "group": groups.get(group, (None, None))[0] or group,
+                "payload_mb": float(kept["transit_mb"].map(lambda t: sum(_payload(pattern, t, size)) / 2).mean()),
+                "matmul_mb": matmul_mb,
+            })
     return pd.DataFrame(rows, columns=columns)
+
+
+_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int8": 1}
+_TENSOR_PARALLEL = re.compile(r"(tp|tensor.*|tp[_-]cp|cp[_-]tp)", re.IGNORECASE)
+
+
+def _tensor_parallel(name: str | None) -> bool:
+    """Whether a communicator named ``name`` can be a tensor-parallel one (unknown names can)."""
+    return name is None or _TENSOR_PARALLEL.fullmatch(name) is not None
+
+
+def _payload(pattern: str, transit_mb: float, ranks: int | None) -> tuple[float, float]:
+    """The range of the tensor a collective carries (MB) given the data it sent: a ring or mesh AllReduce over n ranks
+    sends 2(n − 1)/n of it, ReduceScatter and AllGather (n − 1)/n of the full tensor; unknown n spans n = 2 … ∞."""
+    if ranks is not None and ranks >= 2:
+        full = transit_mb * ranks / (ranks - 1)
+        value = full / 2 if pattern == "matmul_all_reduce" else full
+        return value, value
+    return (transit_mb / 2, transit_mb) if pattern == "matmul_all_reduce" else (transit_mb, 2 * transit_mb)
+
+
+def _carries(pattern: str, matmul_mb: float, transit_mb: float, ranks: int | None, slack: float = 1.25) -> bool:
+    """Whether the collective's payload is the MatMul's output (input for AllGather→MatMul), within ``slack``."""
+    if not transit_mb or transit_mb <= 0:
+        return False
+    low, high = _payload(pattern, transit_mb, ranks)
+    return low / slack <= matmul_mb <= high * slack
 
 
 def _collective(op_type: str) -> str | None:

@@ -82,21 +82,37 @@ def _is_rank_dir(path: Path) -> bool:
     return (path / OUTPUT_DIR).is_dir() or any(path.glob("profiler_info*.json"))
 
 
+_KINETO_KEYS = (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
+_KINETO_CATEGORIES = (b'"cpu_op"', b'"cuda_runtime"', b'"kernel"', b'"user_annotation"', b'"python_function"',
+                      b'"Operator"', b'"Runtime"', b'"Kernel"', b'"ProfilerStep#')
+
+
 def _looks_like_kineto(path: Path) -> bool:
-    """A .json[.gz] file outside Ascend output whose start names the keys of a PyTorch profiler trace."""
+    """A .json[.gz] file outside Ascend output whose start is a PyTorch profiler trace: Kineto's header keys, or
+    traceEvents holding its event categories (files are named freely in the field, e.g. rank-0.json.gz), or a bare
+    array of Chrome trace events as the legacy autograd profiler writes (the reader says why it cannot use one)."""
     if not path.name.endswith((".json", ".json.gz")) or path.parent.name == OUTPUT_DIR or _is_rank_dir(path.parent):
+        return False
+    if not path.is_file():  # a FIFO or a device named *.json is not read
         return False
     try:
         with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as handle:
             head = handle.read(_SNIFF_BYTES)
     except (OSError, EOFError, zlib.error):
         return False
-    return any(key in head for key in (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"'))
+    start = head.lstrip()
+    if start.startswith(b"["):
+        return b'"ph"' in head and b'"ts"' in head
+    if not start.startswith(b"{"):
+        return False
+    return any(key in head for key in _KINETO_KEYS) or (
+        b'"traceEvents"' in head and any(category in head for category in _KINETO_CATEGORIES))
 
 
 def _walk(root: Path) -> tuple[list[Path], list[Path]]:
-    """The rank directories and the *.pt.trace.json[.gz] files under ``root``, to a depth of four, by path
-    (a rank directory is not entered; a directory reached twice through links is read once)."""
+    """The rank directories and the PyTorch traces under ``root`` (``*.pt.trace.json[.gz]``, or any ``.json[.gz]`` whose
+    content is one), to a depth of four, by path (a rank directory is not entered; a directory reached twice
+    through links is read once)."""
     rank_dirs: list[Path] = []
     traces: list[Path] = []
     seen: set[Path] = set()
@@ -112,7 +128,8 @@ def _walk(root: Path) -> tuple[list[Path], list[Path]]:
             dirs.clear()
             continue
         dirs.sort()
-        traces.extend(here / name for name in sorted(files) if name.endswith(TRACE_SUFFIXES))
+        traces.extend(here / name for name in sorted(files)
+                      if name.endswith(TRACE_SUFFIXES) or _looks_like_kineto(here / name))
     return rank_dirs, traces
 
 

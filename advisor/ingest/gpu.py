@@ -2,7 +2,8 @@
 
 Each trace becomes the tables an Ascend rank has (``stand_ins`` maps every text-export name to the trace):
 
-* step_trace_time.csv ← ``facts.gpu.step_breakdown`` (per ProfilerStep#N, GPU activity by launch correlation);
+* step_trace_time.csv ← ``facts.gpu.step_breakdown`` over ``step_windows`` (each ProfilerStep#N extended to the end
+  of the GPU work it launched; the whole trace as one step when it has no ProfilerStep);
 * kernel_details.csv ← the GPU activity with canonical columns (``kineto.kernel_table``);
 * memory_record.csv ← the ``[memory]`` instants (Total Allocated / Total Reserved after each allocator event),
   as the allocator's own series (component ``PTA``, the name the memory facts read);
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from advisor.facts.gpu import launch_steps, launch_times, step_breakdown
+from advisor.facts.gpu import launch_steps, launch_times, step_breakdown, step_windows
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
 from advisor.ingest.model import CommunicationTables, CsvTable, RankData
 from advisor.ingest.trace import TraceTables
@@ -40,8 +41,8 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
     data.stand_ins = dict.fromkeys(STAND_IN_FILES, path)
     data.device_id = int(trace.gpu["device"].dropna().iloc[0]) if trace.gpu["device"].notna().any() else None
     steps = launch_steps(trace.gpu, trace.runtime, trace.cpu)
-    breakdown = step_breakdown(trace.gpu, trace.runtime, trace.cpu)
-    if not breakdown.empty:
+    breakdown = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu))
+    if not breakdown.empty and not trace.gpu.empty:
         data.step_trace = CsvTable(path, breakdown, header=list(breakdown.columns))
         partial = partial_steps(trace, steps)
         if partial:

@@ -7,8 +7,9 @@ Holistic Trace Analysis does), runtime calls (``cuda*``/``hip*`` launches and sy
 optimizer step, ``aten::`` ops) and the device's ``[memory]`` instants (allocated / reserved after each
 event; host-memory events, ``Device Type`` 0, are left out). The header's ``record_shapes``,
 ``profile_memory`` and ``with_stack`` are kept as the capture settings.
-The rank comes from ``distributedInfo.rank``. Timestamps are µs; a trace that declares
-``displayTimeUnit: "ns"`` is taken to hold ns and is scaled to µs. Old exporters' capitalised categories
+The rank comes from ``distributedInfo.rank``. Timestamps and durations are µs, as the Chrome trace format
+defines them, whatever ``displayTimeUnit`` says (it only sets how a viewer displays them). ROCm traces that
+write a stream as text (``"stream": "0x0"``) keep their events, the stream read as a number. Old exporters' capitalised categories
 (``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``) are accepted. The keys around ``traceEvents`` are
 decoded on their own and the array is streamed in blocks by ``ingest.jsonstream`` into structs holding only
 these fields, so memory stays at a few blocks whatever the file's size; a trace cut off mid-write keeps
@@ -42,7 +43,7 @@ CPU_EVENTS = re.compile(r"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)
 
 
 class _Args(msgspec.Struct):
-    stream: Union[int, None] = None
+    stream: Union[int, str, None] = None
     correlation: Union[int, None] = None
     device: Union[int, None] = None
     device_type: Union[int, None] = msgspec.field(default=None, name="Device Type")  # 0 CPU, 1 CUDA (ROCm too)
@@ -76,7 +77,6 @@ class _Keys(msgspec.Struct):
 
     deviceProperties: Union[list[_Device], None] = None
     distributedInfo: Union[_Distributed, None] = None
-    displayTimeUnit: Union[str, None] = None
     record_shapes: Union[int, None] = None
     profile_memory: Union[int, None] = None
     with_stack: Union[int, None] = None
@@ -113,6 +113,11 @@ def read_kineto(path: Path) -> KinetoTrace:
         start = head.lstrip()
         if not start:
             raise FileProblem("is empty")
+        if start.startswith(b"["):
+            raise FileProblem("holds a bare JSON array of events, as the legacy torch.autograd.profiler's "
+                              "export_chrome_trace writes; it has no kernel launch records advisor can use: profile "
+                              "with torch.profiler.profile(activities=[CPU, CUDA]) and tensorboard_trace_handler or "
+                              "export_chrome_trace")
         if not start.startswith(b"{"):
             raise FileProblem("is not a PyTorch profiler trace (the file does not hold a JSON object)")
         found = _EVENTS_KEY.search(head)
@@ -161,7 +166,8 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
             continue
         name = event.name or ""
         if category in GPU_CATEGORIES:
-            rows["gpu"].append((name, _kind(name, category), args.stream, args.device, args.correlation, event.ts, event.dur))
+            rows["gpu"].append((name, _kind(name, category), _stream(args.stream), args.device, args.correlation, event.ts,
+                                event.dur))
         elif category in RUNTIME_CATEGORIES:
             rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
         elif category in CPU_CATEGORIES and CPU_EVENTS.search(name):
@@ -170,18 +176,12 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
 
 def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], truncation: str | None,
            warnings: list[str]) -> KinetoTrace:
-    """The tables in µs (a trace declaring displayTimeUnit "ns" is scaled), with the header's settings."""
-    unit = (before.displayTimeUnit or after.displayTimeUnit or "").lower()
-    scale = 1e-3 if unit == "ns" else 1.0
+    """The tables (µs), with the header's settings."""
     distributed = before.distributedInfo or after.distributedInfo
     devices = (before.deviceProperties or []) + (after.deviceProperties or [])
 
-    def frame(name: str, columns: list[str], times: tuple[str, ...]) -> pd.DataFrame:
-        table = pd.DataFrame(rows[name], columns=columns)
-        if scale != 1.0:
-            for column in times:
-                table[column] = table[column] * scale
-        return table
+    def frame(name: str, columns: list[str]) -> pd.DataFrame:
+        return pd.DataFrame(rows[name], columns=columns)
 
     settings = {}
     for key in ("record_shapes", "profile_memory", "with_stack"):
@@ -190,10 +190,10 @@ def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], trunc
             settings[key] = bool(value)
     return KinetoTrace(
         path=path, rank=distributed.rank if distributed is not None else None,
-        gpu=frame("gpu", ["name", "kind", "stream", "device", "correlation", "ts", "dur"], ("ts", "dur")),
-        runtime=frame("runtime", ["name", "correlation", "tid", "ts", "dur"], ("ts", "dur")),
-        cpu=frame("cpu", ["name", "tid", "ts", "dur"], ("ts", "dur")),
-        memory=frame("memory", ["ts", "allocated_mb", "reserved_mb"], ("ts",)),
+        gpu=frame("gpu", ["name", "kind", "stream", "device", "correlation", "ts", "dur"]),
+        runtime=frame("runtime", ["name", "correlation", "tid", "ts", "dur"]),
+        cpu=frame("cpu", ["name", "tid", "ts", "dur"]),
+        memory=frame("memory", ["ts", "allocated_mb", "reserved_mb"]),
         device_name=next((d.name for d in devices if d.name), None),
         settings=settings, truncation=truncation, warnings=warnings,
     )
@@ -207,26 +207,80 @@ def _kind(name: str, category: str) -> str:
     return "compute"
 
 
+def _stream(value: int | str | None) -> int | None:
+    """A stream id: a number, or text such as ROCm's "0x0" / "7" read as one (None when it is neither)."""
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(value.strip(), 0)
+    except ValueError:
+        return None
+
+
 def _mb(value: float | None) -> float | None:
     return None if value is None else value / (1024.0 * 1024.0)
 
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
+_LAMBDA = re.compile(r"\{lambda\([^{}]*\)#(\d+)\}")
 _CORES = {"compute": "GPU", "communication": "COMMUNICATION", "memory": "MEMORY"}
 
 
 def kernel_type(name: str) -> str:
-    """A kernel's name without return type, template arguments and parameters, to group its launches.
+    """A kernel's name without return type, parameters and nested template arguments, to group its launches
+    without merging different kernels: each top-level template argument stays, as its last name.
 
-    ``void at::native::reduce_kernel<512, 1>(…)`` → ``at::native::reduce_kernel``.
+    ``void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, std::pair<int, int>>>(…)`` →
+    ``at::native::reduce_kernel<512, 1, ReduceOp>``; ``void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_…>(…)`` keeps
+    its GEMM; ``at::native::(anonymous namespace)::softmax_warp_forward<…>`` → ``at::native::softmax_warp_forward<…>``.
     """
-    text = name.removeprefix("void ")
-    while True:
-        shorter = _TEMPLATE.sub("", text)
-        if shorter == text:
+    text = _LAMBDA.sub(r"lambda#\1", name.removeprefix("void ").replace("(anonymous namespace)::", "")).strip()
+    depth, cut = 0, len(text)
+    for position, char in enumerate(text):  # the parameter list starts at the first '(' outside template arguments
+        depth += (char == "<") - (char == ">")
+        if char == "(" and depth == 0 and position > 0:
+            cut = position
             break
-        text = shorter
-    return text.split("(", 1)[0].strip() or name
+    text = text[:cut].strip()
+    opening = text.find("<")
+    if opening <= 0 or not text.endswith(">"):
+        return text or name
+    return f"{text[:opening]}<{', '.join(_short_argument(a) for a in _top_level(text[opening + 1:-1]))}>"
+
+
+def _top_level(arguments: str) -> list[str]:
+    """Template arguments split at the commas outside nested <…> and (…)."""
+    parts, depth, start = [], 0, 0
+    for position, char in enumerate(arguments):
+        depth += (char in "<(") - (char in ">)")
+        if char == "," and depth == 0:
+            parts.append(arguments[start:position])
+            start = position + 1
+    return [*parts, arguments[start:]]
+
+
+_PARAMETERS = re.compile(r"\([^()]*\)")
+_NOT_A_NAME = re.compile(r"^(operator.*|lambda#\d+|const)$")
+_FUNCTOR = re.compile(r"\w*[Ff]unctor\w*")
+
+
+def _short_argument(argument: str) -> str:
+    """One template argument without its own template arguments, parameters, qualifiers and namespaces; a lambda
+    is named after the function it is defined in (``launch_clamp_scalar::lambda``); an argument wrapping functors is
+    named after the innermost one (``gpu_kernel_impl<BinaryFunctor<…, MulFunctor<float>>>`` → ``MulFunctor``)."""
+    functors = _FUNCTOR.findall(argument)
+    if functors:
+        return functors[-1]
+    text = argument
+    for pattern in (_TEMPLATE, _PARAMETERS):
+        while (shorter := pattern.sub("", text)) != text:
+            text = shorter
+    text = text.replace("const", " ").replace("*", "").replace("&", "").strip()
+    names = [part.strip() for part in text.split("::") if part.strip()]
+    named = [part for part in names if not _NOT_A_NAME.match(part)]
+    if not named:
+        return text
+    return named[-1] + ("::lambda" if any(part.startswith("lambda#") for part in names) else "")
 
 
 def kernel_table(trace: KinetoTrace, steps: pd.Series) -> pd.DataFrame:

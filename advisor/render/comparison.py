@@ -61,8 +61,11 @@ def gain_check_sentence(comparison: Comparison, words: dict[str, str]) -> str | 
     if check is None:
         return None
     key = "gain_check_sentence" if check.step_reduction_us >= 0 else "gain_check_longer"
-    return words[key].format(count=check.resolved, estimate=fmt_us(check.estimated_gain_us),
+    text = words[key].format(count=check.resolved, estimate=fmt_us(check.estimated_gain_us),
                              saved=fmt_us(abs(check.step_reduction_us)), ratio=fmt_pct(check.delivered_ratio))
+    if check.grown_title is not None and check.grown_us is not None:
+        text += " " + words["gain_check_grown"].format(finding=check.grown_title, grown=fmt_us(check.grown_us))
+    return text
 
 
 def render_comparison_terminal(comparison: Comparison, console: Console) -> None:

@@ -1,0 +1,78 @@
+"""Where the device's idle time goes: each idle stretch of a step charged to what the host was doing (pure functions).
+
+The same on both platforms: idle is step-window time with neither compute nor communication on the device. It is
+split, in this order, into the parts of ``IdleFact``:
+
+1. the host inside a DataLoader call, compiling an operator online, freeing or allocating device memory, or in a
+   garbage collection (the host events' own spans);
+2. ``sync``: from a synchronisation call's start until the device next starts work — after the host waited for
+   the device, the device waits for the host to queue new work;
+3. ``copy``: a memory copy runs, but nothing else;
+4. ``dispatch``: what is left of a gap whose next task was launched only after the gap began (the host could not
+   keep the device fed — launch-bound, HTA's "host wait"); ``host``: the rest (the next task was queued already,
+   or the step ends without one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.facts.intervals import EMPTY, intersect, length, subtract, union
+
+HOST_PARTS = ("dataloader", "compile", "allocator", "gc")
+PARTS = (*HOST_PARTS, "sync", "copy", "dispatch", "host")
+
+
+def spans(frame: pd.DataFrame) -> np.ndarray:
+    """The [ts, ts + dur) intervals of a table's rows (any order, overlapping or not)."""
+    if frame.empty:
+        return EMPTY
+    return union(np.column_stack([frame["ts"].to_numpy(float), (frame["ts"] + frame["dur"]).to_numpy(float)]))
+
+
+def until_next_busy(calls: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """Each call extended from its start to the next start of device work after the call ends."""
+    if not len(calls):
+        return EMPTY
+    starts = busy[:, 0] if len(busy) else np.array([])
+    at = np.searchsorted(starts, calls[:, 1], side="left")
+    ends = np.where(at < len(starts), starts[np.minimum(at, max(len(starts) - 1, 0))] if len(starts) else calls[:, 1],
+                    calls[:, 1])
+    return union(np.column_stack([calls[:, 0], np.maximum(ends, calls[:, 1])]))
+
+
+def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarray], syncs: np.ndarray,
+                   copies: np.ndarray, tasks: pd.DataFrame) -> dict[str, float]:
+    """µs of ``idle`` (disjoint, sorted) per part of ``PARTS``.
+
+    ``busy``: the device's compute and communication; ``host``: the host spans of each of ``HOST_PARTS``;
+    ``syncs``: synchronisation calls; ``copies``: memory copies on the device; ``tasks``: device task starts
+    (``device_ts``) with the start of the call that launched them (``launch_ts``, NaN when unknown).
+    """
+    out = dict.fromkeys(PARTS, 0.0)
+    left = idle
+    for part in HOST_PARTS:
+        cause = host.get(part, EMPTY)
+        out[part] = length(intersect(left, cause))
+        left = subtract(left, cause)
+    for part, cause in (("sync", until_next_busy(syncs, busy)), ("copy", copies)):
+        out[part] = length(intersect(left, cause))
+        left = subtract(left, cause)
+    out["dispatch"], out["host"] = _late_launches(left, tasks)
+    return out
+
+
+def _late_launches(gaps: np.ndarray, tasks: pd.DataFrame) -> tuple[float, float]:
+    """Split idle stretches by the next device task after each: launched after the stretch began (dispatch) or not."""
+    if not len(gaps):
+        return 0.0, 0.0
+    known = tasks.dropna(subset=["device_ts"]).sort_values("device_ts", kind="stable")
+    starts = known["device_ts"].to_numpy(float)
+    launches = known["launch_ts"].to_numpy(float)
+    at = np.searchsorted(starts, gaps[:, 1] - 1e-6, side="left")  # the first task starting at the gap's end or later
+    found = at < len(starts)
+    launched = np.where(found, launches[np.minimum(at, max(len(starts) - 1, 0))] if len(starts) else np.nan, np.nan)
+    late = found & (launched > gaps[:, 0])
+    sizes = gaps[:, 1] - gaps[:, 0]
+    return float(sizes[late].sum()), float(sizes[~late].sum())
