@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from advisor.facts.cluster import (
@@ -27,9 +28,11 @@ from advisor.facts.communication import (
     transport_summary,
 )
 from advisor.facts.context import context_fact, core_counts, infer_hardware
-from advisor.facts.gpu import analysis_window, gpu_summary
+from advisor.facts.gpu import analysis_window, gpu_summary, launch_times, step_windows
 from advisor.facts.hardware import nominal_bandwidth
-from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_summary, host_summary
+from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_calls, dataloader_summary, host_summary
+from advisor.facts.idle import attribute_idle, spans
+from advisor.facts.intervals import intersect, length, merged, subtract, union
 from advisor.facts.memory import (
     MAX_TIMES_LISTED,
     allocator_series,
@@ -192,6 +195,7 @@ def _rank_facts(profile: Profile, rank: RankData, hardware: str | None, user: Us
     facts.extend(_communication_facts(profile, rank, hardware))
     facts.extend(_memory_facts(profile, rank, user))
     facts.extend(_host_facts(profile, rank, breakdown))
+    facts.extend(_idle_facts(profile, rank))
     return facts, warnings, step_numbers, breakdown
 
 
@@ -689,6 +693,60 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
     if rank.kineto is not None and not rank.kineto.gpu.empty:
         facts.append(_gpu_fact(profile, rank))
     return facts
+
+
+def _idle_facts(profile: Profile, rank: RankData) -> list[IdleFact]:
+    """Where the device's idle time per step goes (``facts.idle``), in the same step windows as the breakdown."""
+    if rank.trace is None:
+        return []
+    trace, names = rank.trace, RUNTIME_NAMES[rank.platform]
+    if rank.kineto is not None:
+        gpu = rank.kineto.gpu
+        if gpu.empty:  # a CPU-only trace: there is no device to be idle
+            return []
+        windows = step_windows(gpu, rank.kineto.runtime, rank.kineto.cpu)
+        busy = merged(gpu.loc[gpu["kind"].isin(["compute", "communication"])])
+        free = subtract(_window_set(windows), busy)
+        copies = merged(gpu.loc[gpu["kind"] == "memory"])
+        tasks = pd.DataFrame({"device_ts": gpu["ts"], "launch_ts": gpu["correlation"].map(launch_times(rank.kineto.runtime))})
+        source = f"{profile.shown(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
+    else:
+        windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
+        if windows.empty:
+            windows = profiler_step_windows(trace.host)
+        kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame(columns=["start_us", "duration_us"])
+        busy = spans(kernels.rename(columns={"start_us": "ts", "duration_us": "dur"}).dropna(subset=["ts", "dur"]))
+        lanes = trace.overlap.loc[trace.overlap["lane"] == "Free"]
+        free = subtract(_window_set(windows), busy) if lanes.empty else intersect(spans(lanes), _window_set(windows))
+        copies = spans(trace.device.loc[trace.device["task_type"].fillna("").str.match(names.copy_task)])
+        tasks = trace.launches
+        source = _source(profile, rank, "trace_view.json", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
+    if windows.empty:
+        return []
+    apis = trace.apis
+    host = {"dataloader": spans(dataloader_calls(trace.host)),
+            "compile": spans(apis.loc[apis["name"].str.match(names.compile)]),
+            "allocator": spans(apis.loc[apis["name"].str.match(names.allocator)]),
+            "gc": spans(trace.host.loc[trace.host["cat"] == "GC"])}
+    parts = attribute_idle(free, busy, host, spans(apis.loc[apis["name"].str.match(names.sync)]), copies, tasks)
+    count = len(windows)
+    step = float((windows["end"] - windows["start"]).sum()) / count
+    idle = length(free) / count
+    per_step = {part: value / count for part, value in parts.items()}
+    largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None
+    share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)
+    return [IdleFact(
+        id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
+        idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
+        **{f"{part}_share_of_step": share(value, step) for part, value in per_step.items()},
+        largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
+        dataloader_share_of_idle=share(per_step["dataloader"], idle),
+    )]
+
+
+def _window_set(windows: pd.DataFrame) -> np.ndarray:
+    """Step windows as a sorted interval set."""
+    return union(windows[["start", "end"]].to_numpy(float))
 
 
 def _host_process(rank: RankData) -> str:
