@@ -111,10 +111,13 @@ def transit_from_bandwidth(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataF
     if not missing.any() or traffic.empty:
         return ops
     moved = traffic.loc[(traffic["size_mb"] > 0) & (traffic["time_ms"] > 0)]
+    moved = moved.assign(step=pd.to_numeric(moved["step"], errors="coerce").astype("float64"))
     split = moved.groupby(_OP_KEY, dropna=False)["transport"].transform(lambda t: t.isin(_LINK_SPLIT).any())
     moved = moved.loc[~(split.astype(bool) & (moved["transport"] == "SDMA"))]
     busiest = moved.groupby(_OP_KEY, dropna=False)["time_ms"].max().rename("bandwidth_ms").reset_index()
-    merged = ops.merge(busiest, on=_OP_KEY, how="left")
+    keys = ops[_OP_KEY].assign(step=pd.to_numeric(ops["step"], errors="coerce").astype("float64"))
+    merged = keys.merge(busiest, on=_OP_KEY, how="left").assign(elapse_ms=ops["elapse_ms"].to_numpy(),
+                                                                 wait_ms=ops["wait_ms"].to_numpy())
     merged.index = ops.index
     room = (merged["elapse_ms"] - merged["wait_ms"].fillna(0.0)).clip(lower=0.0)
     fixed = missing & merged["bandwidth_ms"].fillna(0.0).gt(0)
@@ -219,7 +222,9 @@ def op_traffic(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     """Per collective op (step, op_name, group): the MB it sent over the links (transit_mb), SDMA left out where the
     file splits it into HCCS/PCIE/SIO (it is their sum), and 0 for an op without Bandwidth Info."""
     collective = ops.loc[ops["kind"] == "collective", ["step", "op_name", "group"]].drop_duplicates()
+    collective = collective.assign(step=pd.to_numeric(collective["step"], errors="coerce").astype("float64"))
     moved = traffic.loc[(traffic["kind"] == "collective") & (traffic["size_mb"] > 0)]
+    moved = moved.assign(step=pd.to_numeric(moved["step"], errors="coerce").astype("float64"))
     split = moved.groupby(_OP_KEY, dropna=False)["transport"].transform(lambda t: t.isin(_LINK_SPLIT).any())
     moved = moved.loc[~(split.astype(bool) & (moved["transport"] == "SDMA"))]
     sent = moved.groupby(["step", "op_name", "group"], dropna=False)["size_mb"].sum().rename("transit_mb").reset_index()

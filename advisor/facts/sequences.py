@@ -104,7 +104,7 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int, collectives
         "matmul_reduce_scatter": same_step & is_matmul & (nxt["collective"] == "reduce_scatter"),
         "all_gather_matmul": same_step & (timeline["collective"] == "all_gather") & next_matmul,
     }
-    sizes = collectives.assign(step=pd.to_numeric(collectives["step"], errors="coerce"))
+    sizes = collectives.assign(step=pd.to_numeric(collectives["step"], errors="coerce").astype("float64"))
     sizes = sizes.groupby(["step", "op_name"], dropna=False, sort=False).agg(
         group=("group", "first"), transit_mb=("transit_mb", "sum")).reset_index()
     rows = []
@@ -115,7 +115,8 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int, collectives
         first, second = timeline.loc[mask], nxt.loc[mask]
         matmul, comm = (second, first) if pattern == "all_gather_matmul" else (first, second)
         pairs = pd.DataFrame({
-            "step": pd.to_numeric(comm["step"], errors="coerce").to_numpy(), "op_name": comm["name"].to_numpy(),
+            "step": pd.to_numeric(comm["step"], errors="coerce").astype("float64").to_numpy(),
+            "op_name": comm["name"].to_numpy(),
             "matmul_us": matmul["duration_us"].to_numpy(), "comm_us": comm["duration_us"].to_numpy(),
             "shapes": matmul["shapes"].fillna("").astype(str).to_numpy(),
             "dtypes": matmul["dtypes"].fillna("").astype(str).to_numpy(),
