@@ -377,7 +377,8 @@ def build_every_category(parent: Path) -> Path:
     Rank 0 idles longer than rank 1 (uneven ranks); both compile online, synchronise, collect garbage,
     wait for the DataLoader, run an unfused optimizer step, reorganise the allocator twice per step and
     mostly wait inside collectives over a slow link; their kernels include an AI CPU IndexPut, a
-    decomposed RMSNorm (Rsqrt→Mul), a MatMul followed by its AllReduce and a hundred tiny kernels.
+    decomposed RMSNorm (Cast, Square, ReduceMeanD, Add, Rsqrt, Mul, Mul), a MatMul followed by the AllReduce of its
+    output and a hundred tiny kernels.
     Diagnose it with ``--env`` EVERY_CATEGORY_ENV and a ``--context`` of EVERY_CATEGORY_CONTEXT.
     """
     for rank, free in ((0, 900.0), (1, 400.0)):
@@ -387,10 +388,9 @@ def build_every_category(parent: Path) -> Path:
             for k in (
                 Kernel(step, "FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 881.64),
                 Kernel(step, "IndexPutV2_1", "IndexPutV2", "AI_CPU", 300.0),
-                Kernel(step, "Rsqrt_1", "Rsqrt", "AI_VECTOR_CORE", 20.0),
-                Kernel(step, "Mul_1", "Mul", "AI_VECTOR_CORE", 20.0),
-                Kernel(step, "Rsqrt_2", "Rsqrt", "AI_VECTOR_CORE", 20.0),
-                Kernel(step, "Mul_2", "Mul", "AI_VECTOR_CORE", 20.0),
+                *(Kernel(step, f"{op_type}_{norm}_{i}", op_type, "AI_VECTOR_CORE", 6.0)  # two decomposed RMSNorms
+                  for norm in (1, 2)
+                  for i, op_type in enumerate(("Cast", "Square", "ReduceMeanD", "Add", "Rsqrt", "Mul", "Mul"))),
                 # its [4096, 1024] fp16 output (8.4 MB) is what the AllReduce carries (8 MB sent: an MC2 candidate)
                 Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 170.4,
                        shapes="4096,8192;8192,1024"),

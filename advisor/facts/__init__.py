@@ -47,6 +47,7 @@ from advisor.facts.models import (
     ApiFact,
     BottleneckFact,
     BreakdownFact,
+    ChainFact,
     CommunicationFact,
     ContentionFact,
     ContextFact,
@@ -76,7 +77,13 @@ from advisor.facts.operators import (
     operator_stats,
     operator_stats_from_statistic,
 )
-from advisor.facts.sequences import device_timeline, kernel_pairs, matmul_collective_pairs, matmul_overlap_share
+from advisor.facts.sequences import (
+    decomposed_chains,
+    device_timeline,
+    kernel_pairs,
+    matmul_collective_pairs,
+    matmul_overlap_share,
+)
 from advisor.facts.steps import (
     RATIO_COLUMNS,
     TIME_COLUMNS,
@@ -415,6 +422,11 @@ def _sequence_facts(
                 share_of_step=min(both / step_time, 1.0) if step_time else None,
             )
         )
+    for row in decomposed_chains(timeline, step_count).to_dict("records"):
+        facts.append(ChainFact(
+            id=f"chain:r{rank.rank}:{row['pattern']}",
+            sources=[_source(profile, rank, "kernel_details.csv", "Step Id,Type,Start Time(us),Duration(us),Input Shapes")],
+            rank=rank.rank, share_of_step=min(row["us_per_step"] / step_time, 1.0) if step_time else None, **row))
     overlap = matmul_overlap_share(timeline)
     if overlap is not None:
         facts.append(ContentionFact(id=f"contention:r{rank.rank}",

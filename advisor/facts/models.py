@@ -143,6 +143,31 @@ class SequenceFact(Fact):
     share_of_step: Ratio | None = Field(None, description="Both kernels' time / the rank's step time (capped at 1).")
 
 
+class ChainFact(Fact):
+    """A decomposed operator on one rank: the chains of kernels one fused operator replaces, found in each step's
+    compute kernels in start order (forward pass).
+
+    rms_norm: [Cast,] Pow/Square/Mul, [MemSet,] ReduceMean, Add, Rsqrt, [Cast,] Mul[, Mul] (KB-FU-02);
+    rotary_embedding: [Mul,] Slice…, Neg, Slice…, Concat, [Cast,] [Mul, Add] (KB-FU-01); swiglu: [Slice, Slice,]
+    SiLU (Swish) and the Mul that gates it — within the next three kernels, taking two tensors of the SiLU input's
+    shape (KB-FU-04); a SiLU no such Mul follows is a plain activation, not SwiGLU.
+    """
+
+    family: ClassVar[str] = "chain"
+    source: ClassVar[str] = "kernel_details.csv: Step Id, Type, Start Time(us), Duration(us), Input Shapes"
+
+    rank: int = Field(ge=0, description="Rank.")
+    pattern: Literal["rms_norm", "rotary_embedding", "swiglu"] = Field(description="The decomposed operator.")
+    count_per_step: Micros = Field(description="Chains per step.")
+    kernels_per_chain: Micros = Field(description="Mean number of kernels in a chain.")
+    us_per_step: Micros = Field(description="Summed device time of every kernel of the chains per step, µs: what the "
+                                "fused operator replaces (its own time not subtracted).")
+    share_of_step: Ratio | None = Field(None, description="us_per_step / the rank's step time (capped at 1).")
+    sequence: str = Field(description="The most common chain, e.g. 'Cast → Square → ReduceMeanD → Add → Rsqrt → Mul → Mul'.")
+    adjacent_share: Ratio = Field(description="Share of chains whose kernels run back to back (swiglu: the Mul right "
+                                  "after the SiLU; below 1 a separate up-projection runs between them).")
+
+
 class Mc2Fact(Fact):
     """A MatMul and a collective on its output (or input) running one after the other: what MC2 fuses (seed 001).
 
@@ -677,6 +702,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         BreakdownFact,
         OperatorFact,
         SequenceFact,
+        ChainFact,
         Mc2Fact,
         ContentionFact,
         CommunicationFact,

@@ -238,3 +238,105 @@ def matmul_overlap_share(timeline: pd.DataFrame) -> float | None:
     comm_end = comm_start + comm["duration_us"].to_numpy(dtype=float)
     covered = float((union_until(comm_end) - union_until(comm_start)).sum())
     return min(covered / float(comm["duration_us"].sum()), 1.0)
+
+
+# --- decomposed operators: the chain of kernels one fused operator replaces -----------------------------------------
+
+# One letter per compute kernel type; a pattern is a regular expression over a step's letters (kernels in start
+# order, collectives left out), so a chain is found wherever its kernels run back to back.
+_TOKENS = (
+    ("C", r"Cast.*|MemSet.*"),  # dtype casts (x.float(), .type_as) and the zeroing ReduceMean may need
+    ("P", r"Pow.*|Square.*"),
+    ("R", r"ReduceMean.*"),
+    ("A", r"Adds?|AddV2|Axpy.*"),
+    ("Q", r"Rsqrt.*"),
+    ("M", r"Muls?|MulV2"),
+    ("N", r"Neg.*"),
+    ("K", r"Concat.*"),
+    ("S", r"Slice.*|StridedSlice.*|AsStrided.*|Split.*"),
+    ("W", r"Swish.*|Silu.*"),
+)
+_TOKEN_RE = [(letter, re.compile(pattern, re.IGNORECASE)) for letter, pattern in _TOKENS]
+# KB-FU-02: Cast,Square,ReduceMeanD,Add,Rsqrt,[Cast,Cast,]Mul,Cast,[Cast,]Mul[,Cast] (or Cast,Square,MemSet,ReduceMean,…):
+# x·rsqrt(mean(x²) + ε)·w, x² as Pow, Square or x·x; the weight's Mul optional
+_RMS_NORM = re.compile(r"(?:C?[PM])?C*RC?AQC*M(?:C*M)?(?:C(?!C?[PM]C*R))?")  # a trailing Cast unless it starts the next
+# KB-FU-01: Mul,Slice,Neg,Slice,ConcatD,[Cast,]Mul,Add (or AsStrided): x·cos + rotate_half(x)·sin
+_ROTARY = re.compile(r"M?S{0,3}NS{0,3}KC?(?:MA)?")
+CHAIN_COLUMNS = ["pattern", "count_per_step", "kernels_per_chain", "us_per_step", "sequence", "adjacent_share"]
+SWIGLU_WINDOW = 3  # kernels after the SiLU in which its gate Mul may come (a separate up-projection runs between)
+
+
+def decomposed_chains(timeline: pd.DataFrame, step_count: int) -> pd.DataFrame:
+    """Per decomposed operator found (rms_norm, rotary_embedding, swiglu): chains per step, their kernels, and the
+    summed device time of every kernel of the chains per step — the time the fused operator's kernels replace.
+
+    RMSNorm and rotary embedding are runs of back-to-back kernels (the patterns above). SwiGLU is the gated
+    activation silu(a) · b: a SiLU (Swish) kernel whose output is multiplied, within the next three kernels, by a
+    Mul taking two tensors of the SiLU input's shape (where shapes were recorded; without shapes only a Mul right
+    after the SiLU counts); the Slices right before the SiLU (x.chunk(2)) belong to the chain. A SiLU that no
+    same-shaped Mul follows (a plain activation, GroupNorm + SiLU) is not SwiGLU. ``adjacent_share`` is the share
+    of SwiGLU chains whose Mul comes right after the SiLU (else a separate up-projection runs in between).
+    """
+    compute = timeline.loc[~timeline["is_comm"].astype(bool)]
+    if compute.empty:
+        return pd.DataFrame(columns=CHAIN_COLUMNS)
+    letters = {t: next((letter for letter, rx in _TOKEN_RE if rx.fullmatch(t)), "x") for t in compute["type"].unique()}
+    found: dict[str, list[tuple[list[str], float, bool]]] = {"rms_norm": [], "rotary_embedding": [], "swiglu": []}
+    for _, step in compute.groupby(compute["step"].fillna(-1), sort=False):
+        types = step["type"].tolist()
+        durations = step["duration_us"].to_numpy(dtype=float)
+        shapes = step["shapes"].tolist()
+        text = "".join(letters[t] for t in types)
+        for name, pattern in (("rms_norm", _RMS_NORM), ("rotary_embedding", _ROTARY)):
+            for match in pattern.finditer(text):
+                span = range(match.start(), match.end())
+                found[name].append(([types[i] for i in span], float(durations[match.start():match.end()].sum()), True))
+        for at in (i for i, letter in enumerate(text) if letter == "W"):
+            gate = _gate(text, shapes, at)
+            if gate is None:
+                continue
+            first = at
+            while first > 0 and at - first < 2 and text[first - 1] == "S":
+                first -= 1
+            chain = [*range(first, at + 1), gate]
+            found["swiglu"].append(([types[i] for i in chain], float(durations[chain].sum()), gate == at + 1))
+    per_step = max(step_count, 1)
+    rows = []
+    for name, chains in found.items():
+        if not chains:
+            continue
+        sequences = pd.Series([" → ".join(kernels) for kernels, _, _ in chains]).value_counts()
+        rows.append({
+            "pattern": name,
+            "count_per_step": len(chains) / per_step,
+            "kernels_per_chain": sum(len(kernels) for kernels, _, _ in chains) / len(chains),
+            "us_per_step": sum(us for _, us, _ in chains) / per_step,
+            "sequence": str(sequences.index[0]),
+            "adjacent_share": sum(adjacent for _, _, adjacent in chains) / len(chains),
+        })
+    return pd.DataFrame(rows, columns=CHAIN_COLUMNS)
+
+
+def _gate(text: str, shapes: list, silu: int) -> int | None:
+    """The position of the Mul that gates the SiLU at ``silu``, or None when none follows close enough."""
+    operand = _first_shape(shapes[silu])
+    for position in range(silu + 1, min(silu + 1 + SWIGLU_WINDOW, len(text))):
+        if text[position] == "W":
+            return None
+        if text[position] != "M":
+            continue
+        mul = [s.strip() for s in str(shapes[position] if isinstance(shapes[position], str) else "").replace('"', "").split(";")]
+        if operand is None or len(mul) < 2 or not mul[0]:
+            if position == silu + 1:  # no shapes recorded: only a Mul right after the SiLU
+                return position
+            continue
+        if mul[0] == operand and mul[1] == operand:
+            return position
+    return None
+
+
+def _first_shape(shapes: object) -> str | None:
+    if not isinstance(shapes, str):
+        return None
+    first = shapes.replace('"', "").split(";")[0].strip()
+    return first or None
