@@ -14,6 +14,7 @@ from advisor.facts.cluster import (
     pipelines_from_distributed_args,
     pipelines_from_p2p,
     rank_spreads,
+    stage_layout,
     stage_spread,
 )
 from advisor.facts.communication import (
@@ -202,7 +203,7 @@ def _rank_facts(profile: Profile, rank: RankData, hardware: str | None, user: Us
     facts.extend(_communication_facts(profile, rank, hardware))
     facts.extend(_memory_facts(profile, rank, user))
     facts.extend(_host_facts(profile, rank, breakdown))
-    facts.extend(_idle_facts(profile, rank))
+    facts.extend(_idle_facts(profile, rank, breakdown))
     return facts, warnings, step_numbers, breakdown
 
 
@@ -291,15 +292,23 @@ def _pipeline_facts(profile: Profile, breakdowns: list[BreakdownFact]) -> list[P
                      | {src for b in breakdowns for src in b.sources})
     p2p_sources = sorted({f"{profile.shown(r.file('communication.json'))}[p2p: hcom_send/hcom_receive]"
                           for r in profile.ranks if r.communication is not None})
+    table = pd.DataFrame([b.model_dump() for b in breakdowns if b.rank is not None])
     for grouping, found in (("parallel_group_info", pipeline_groups(metadata)),
                             ("distributed_args", pipelines_from_distributed_args(metadata)),
                             ("p2p", pipelines_from_p2p(receives.groupby("rank")["group"].agg(set).to_dict()))):
+        layout = stage_layout([ranks for _, ranks in found], table)
         facts = []
         for name, ranks in found:
             spread = stage_spread(ranks, compute)
             if spread is not None:
-                facts.append(PipelineFact(id=f"pipeline:{name}", sources=sources + (p2p_sources if grouping == "p2p" else []),
-                                          group=name, grouping=grouping, **spread, **p2p_waits(receives, ranks)))
+                stage_of = layout["by_stage"]
+                facts.append(PipelineFact(
+                    id=f"pipeline:{name}", sources=sources + (p2p_sources if grouping == "p2p" else []),
+                    group=name, grouping=grouping, rank=spread["slowest_rank"], **spread, **p2p_waits(receives, ranks),
+                    pipeline_ranks=" → ".join(map(str, ranks)), stage_ranks=layout["stage_ranks"],
+                    slowest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["slowest_stage"]]))),
+                    fastest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["fastest_stage"]]))),
+                    explains_rank_spread=layout["explains_rank_spread"]))
         if found:
             return facts
     return []
@@ -707,8 +716,10 @@ def _host_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
     return facts
 
 
-def _idle_facts(profile: Profile, rank: RankData) -> list[IdleFact]:
-    """Where the device's idle time per step goes (``facts.idle``), in the same step windows as the breakdown."""
+def _idle_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | None) -> list[IdleFact]:
+    """Where the device's idle time per step goes (``facts.idle``). On a GPU the idle time is measured in the step
+    windows of the breakdown; on Ascend it is the Overlap Analysis lane ``Free`` (torch_npu's own idle intervals)
+    inside the ProfilerStep windows, else the device step windows without their kernels."""
     if rank.trace is None:
         return []
     trace, names = rank.trace, RUNTIME_NAMES[rank.platform]
@@ -723,12 +734,13 @@ def _idle_facts(profile: Profile, rank: RankData) -> list[IdleFact]:
         tasks = pd.DataFrame({"device_ts": gpu["ts"], "launch_ts": gpu["correlation"].map(launch_times(rank.kineto.runtime))})
         source = f"{profile.shown(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
     else:
-        windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
-        if windows.empty:
-            windows = profiler_step_windows(trace.host)
         kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame(columns=["start_us", "duration_us"])
         busy = spans(kernels.rename(columns={"start_us": "ts", "duration_us": "dur"}).dropna(subset=["ts", "dur"]))
         lanes = trace.overlap.loc[trace.overlap["lane"] == "Free"]
+        device_windows = kernel_step_windows(kernels)
+        windows = profiler_step_windows(trace.host) if not lanes.empty else device_windows
+        if windows.empty:
+            windows = device_windows if not device_windows.empty else profiler_step_windows(trace.host)
         free = subtract(_window_set(windows), busy) if lanes.empty else intersect(spans(lanes), _window_set(windows))
         copies = spans(trace.device.loc[trace.device["task_type"].fillna("").str.match(names.copy_task)])
         tasks = trace.launches
@@ -742,7 +754,7 @@ def _idle_facts(profile: Profile, rank: RankData) -> list[IdleFact]:
             "gc": spans(trace.host.loc[trace.host["cat"] == "GC"])}
     parts = attribute_idle(free, busy, host, spans(apis.loc[apis["name"].str.match(names.sync)]), copies, tasks)
     count = len(windows)
-    step = float((windows["end"] - windows["start"]).sum()) / count
+    step = breakdown.step_time_us if breakdown is not None else float((windows["end"] - windows["start"]).sum()) / count
     idle = length(free) / count
     per_step = {part: value / count for part, value in parts.items()}
     largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None

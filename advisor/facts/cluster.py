@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 DIMENSIONS = {"compute": "compute_us", "communication": "comm_not_overlapped_us", "free": "free_us"}
+TIE_SHARE = 0.01  # ranks within 1 % of the mean step of the slow rank's value are as slow as it
+UNEVEN_SHARE = 0.05  # the spread cluster.uneven_ranks reports (msprof-analyze's slow-rank threshold)
 
 
 def rank_spreads(breakdowns: pd.DataFrame) -> pd.DataFrame:
@@ -18,6 +20,9 @@ def rank_spreads(breakdowns: pd.DataFrame) -> pd.DataFrame:
         ordered = breakdowns.sort_values([column, "rank"], kind="stable")
         low, high = ordered.iloc[0], ordered.iloc[-1]
         spread = float(high[column] - low[column])
+        slow = low if dimension == "communication" else high
+        # every rank as slow as the one named: when ranks 2 and 3 are alike, blaming rank 3 alone is wrong
+        alike = (breakdowns[column] - slow[column]).abs() <= TIE_SHARE * mean_step
         rows.append(
             {
                 "dimension": dimension,
@@ -27,7 +32,8 @@ def rank_spreads(breakdowns: pd.DataFrame) -> pd.DataFrame:
                 "min_us": float(low[column]),
                 "spread_us": spread,
                 "spread_ratio": min(spread / mean_step, 1.0) if mean_step > 0 else 0.0,
-                "rank": int(low["rank"] if dimension == "communication" else high["rank"]),
+                "rank": int(slow["rank"]),
+                "slow_ranks": ", ".join(str(int(r)) for r in sorted(breakdowns.loc[alike, "rank"])),
                 "ranks": len(breakdowns),
             }
         )
@@ -160,3 +166,32 @@ def collective_stragglers(waits: pd.DataFrame) -> pd.DataFrame:
         })
     return pd.DataFrame(rows, columns=["group", "ranks", "rank", "straggler_wait_us", "others_wait_us", "lost_us",
                                        "max_wait_rank"])
+
+
+def stage_layout(pipelines: list[list[int]], breakdowns: pd.DataFrame) -> dict:
+    """How the ranks of all pipelines line up by stage, and whether the stages explain how the ranks differ.
+
+    ``pipelines`` are the ranks of each pipeline in stage order; ``breakdowns`` one row per rank with ``rank``,
+    ``step_time_us`` and the dimension columns. The stages explain the ranks' spread when every rank is in a
+    pipeline and, for compute, exposed communication and free time alike, the ranks holding the same stage differ
+    by less than the uneven-ranks threshold (5 % of the mean step): what differs is the stage, not the rank.
+    """
+    by_stage: dict[int, list[int]] = {}
+    for ranks in pipelines:
+        for stage, rank in enumerate(ranks):
+            by_stage.setdefault(stage, []).append(rank)
+    table = breakdowns.set_index("rank")
+    mean_step = float(breakdowns["step_time_us"].mean()) if not breakdowns.empty else 0.0
+    covered = set(table.index) <= {r for ranks in pipelines for r in ranks}
+    within = 0.0
+    for ranks in by_stage.values():
+        present = [r for r in ranks if r in table.index]
+        for column in DIMENSIONS.values():
+            if len(present) >= 2:
+                values = table.loc[present, column]
+                within = max(within, float(values.max() - values.min()))
+    return {
+        "stage_ranks": "; ".join(f"stage {stage}: {', '.join(map(str, sorted(ranks)))}" for stage, ranks in sorted(by_stage.items())),
+        "by_stage": by_stage,
+        "explains_rank_spread": bool(covered and mean_step > 0 and within < UNEVEN_SHARE * mean_step),
+    }

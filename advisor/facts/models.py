@@ -535,6 +535,8 @@ class SpreadFact(Fact):
         description="The slow rank, the one the others wait for: max_rank for compute and free, min_rank for "
         "communication (the late rank waits least inside the collectives).",
     )
+    slow_ranks: str = Field("", description="Every rank within 1 % of the mean step of the slow rank's value, e.g. "
+                            "'2, 3': ranks that are alike are named together, not one of them.")
     ranks: int = Field(ge=2, description="Number of ranks compared.")
 
 
@@ -573,6 +575,8 @@ class PipelineFact(Fact):
     )
 
     group: str = Field(description="The HCCL communicator name of the pp group.")
+    rank: int | None = Field(None, ge=0, description="The rank of this pipeline's slowest stage (= slowest_rank): the "
+                             "one whose compute a rebalance shortens.")
     stages: int = Field(ge=2, description="Pipeline stages (ranks in the group).")
     slowest_stage: int = Field(ge=0, description="Stage index (0 = first) with the most compute per step.")
     slowest_rank: int = Field(ge=0, description="Its global rank.")
@@ -588,6 +592,14 @@ class PipelineFact(Fact):
     max_p2p_wait_rank: int | None = Field(None, ge=0, description="The stage rank that waits longest in P2P receives.")
     max_p2p_wait_us: Micros | None = Field(None, description="Its receive wait per step, µs.")
     waits_on_rank: int | None = Field(None, ge=0, description="The neighbour it waits for (the other rank of that P2P group).")
+    pipeline_ranks: str = Field("", description="This pipeline's ranks in stage order, e.g. '0 → 2'.")
+    stage_ranks: str = Field("", description="The ranks holding each stage over all pipelines of the profile, e.g. "
+                             "'stage 0: 0, 1; stage 1: 2, 3'.")
+    slowest_stage_ranks: str = Field("", description="The ranks holding the slowest stage over all pipelines, e.g. '2, 3'.")
+    fastest_stage_ranks: str = Field("", description="The ranks holding the fastest stage over all pipelines.")
+    explains_rank_spread: bool = Field(
+        False, description="Every rank is in a pipeline and ranks holding the same stage differ by less than 5 % of the "
+        "mean step in compute, exposed communication and free time: the ranks differ by stage, not one slow rank.")
 
 
 class ModelFact(Fact, ModelSettings):
