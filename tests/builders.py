@@ -336,11 +336,12 @@ def _trace_view(spec: RankSpec) -> list[dict]:
         for kernel in (k for k in spec.kernels if k.step == step):
             device_task(kernel)
         row = next((r for r in spec.steps if r.step == step), None)
-        if row is not None:  # the lanes carry the same totals as the step's step_trace_time row
-            lanes = (("Computing", row.computing), ("Communication", row.comm_not_overlapped + row.overlapped),
-                     ("Communication(Not Overlapped)", row.comm_not_overlapped), ("Free", row.free))
-            for lane, (name, dur) in enumerate(lanes):
-                complete(overlap, lane, name, start + 10.0 * lane, dur)
+        if row is not None:  # the lanes carry the same totals as the step's step_trace_time row; the device is
+            # free while the host fetches the batch and does the rest of the injected host work
+            lanes = (("Computing", row.computing, start), ("Communication", row.comm_not_overlapped + row.overlapped, start + 10.0),
+                     ("Communication(Not Overlapped)", row.comm_not_overlapped, start + 20.0), ("Free", row.free, start - 1900.0))
+            for lane, (name, dur, ts) in enumerate(lanes):
+                complete(overlap, lane, name, ts, dur)
     return events
 
 
@@ -578,11 +579,13 @@ class GpuKernel:
 
 
 def write_kineto_trace(path: Path, kernels: list[GpuKernel], *, rank: int | None = 0, ns: bool = False,
-                       old_categories: bool = False, hip: bool = False, steps: int = 1) -> Path:
+                       old_categories: bool = False, hip: bool = False, steps: int = 1, text_streams: bool = False,
+                       host_ops: list[tuple[str, float, float]] = ()) -> Path:
     """A PyTorch profiler trace as Kineto writes it: kernels with their launches (linked by correlation),
-    ProfilerStep windows covering them, and [memory] instants. ``ns`` writes ns with displayTimeUnit "ns";
-    ``old_categories`` the capitalised categories of old exporters; ``hip`` ROCm runtime names; a ``.gz``
-    suffix compresses the file.
+    ProfilerStep windows covering them, and [memory] instants. ``ns`` declares displayTimeUnit "ns" (the values stay
+    µs, as in real traces); ``old_categories`` the capitalised categories of old exporters; ``hip`` ROCm runtime
+    names; ``text_streams`` streams written as text ("0x7"), as ROCm traces do; ``host_ops`` extra cpu_op events
+    (name, ts, dur); a ``.gz`` suffix compresses the file.
     """
     launch_name = "hipLaunchKernel" if hip else "cudaLaunchKernel"
     events: list[dict] = []
@@ -591,8 +594,13 @@ def write_kineto_trace(path: Path, kernels: list[GpuKernel], *, rank: int | None
     width = (last - first) / steps
     for step in range(steps):
         events.append(_cpu_op(f"ProfilerStep#{step + 1}", first + step * width, width))
+    events.extend(_cpu_op(name, ts, dur) for name, ts, dur in host_ops)
     for correlation, kernel in enumerate(kernels, start=1):
         events.extend(_launched(kernel, correlation, launch_name))
+    if text_streams:
+        for event in events:
+            if "stream" in event.get("args", {}):
+                event["args"] = {**event["args"], "stream": hex(event["args"]["stream"])}
     events.append(_memory_event(first, 3 << 30, 4 << 30))
     return _write_kineto(path, events, rank=rank, ns=ns, old_categories=old_categories)
 

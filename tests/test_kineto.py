@@ -41,7 +41,8 @@ def test_temporal_breakdown_overlap_and_idle_follow_hta(tmp_path):
     assert trace.memory.iloc[0].to_dict() == {"ts": -30.0, "allocated_mb": 3072.0, "reserved_mb": 4096.0}
 
 
-@pytest.mark.parametrize("variant", [{"ns": True}, {"old_categories": True}, {"hip": True}, {"gz": True}])
+@pytest.mark.parametrize("variant", [{"ns": True}, {"old_categories": True}, {"hip": True}, {"gz": True},
+                                     {"text_streams": True}])
 def test_format_variants_give_the_same_tables(tmp_path, variant):
     plain = read_kineto(write_kineto_trace(tmp_path / "a.pt.trace.json", KERNELS, rank=3))
     name = "b.pt.trace.json.gz" if variant.pop("gz", False) else "b.pt.trace.json"
@@ -115,13 +116,13 @@ def test_kernels_read_like_kernel_details(tmp_path):
     from advisor.ingest.kineto import kernel_table, kernel_type
 
     assert kernel_type("void at::native::reduce_kernel<512, 1, at::native::Op<float, std::pair<int, int>>>(float*)") \
-        == "at::native::reduce_kernel"
+        == "at::native::reduce_kernel<512, 1, Op>"
     assert kernel_type("ampere_sgemm_128x64_nn") == "ampere_sgemm_128x64_nn"
     trace = read_kineto(write_kineto_trace(tmp_path / "two.pt.trace.json", KERNELS, steps=2))
     table = kernel_table(trace, launch_steps(trace.gpu, trace.runtime, trace.cpu))
     assert list(table["step"]) == ["1", "1", "1", "1", "1", "2"]
     assert list(table["accelerator_core"]) == ["GPU", "GPU", "COMMUNICATION", "GPU", "GPU", "MEMORY"]
-    assert table.loc[1, "type"] == "at::native::vectorized_elementwise_kernel"
+    assert table.loc[1, "type"] == "at::native::vectorized_elementwise_kernel<4>"
     assert table["duration_us"].sum() == 460.0
 
 
@@ -138,3 +139,86 @@ def test_streaming_in_small_blocks_gives_the_same_tables(tmp_path, monkeypatch, 
     for table in ("gpu", "runtime", "cpu", "memory"):
         assert getattr(streamed, table).equals(getattr(whole, table)), table
     assert streamed.gpu["dur"].max() == 200.0  # displayTimeUnit "ns" comes after traceEvents: still applied
+
+
+def _idle(path):
+    from advisor.facts import extract_facts
+    from advisor.ingest import load_profile
+
+    (idle,) = [f for f in extract_facts(load_profile(path)).facts if f.family == "idle"]
+    return idle
+
+
+def test_idle_time_is_the_union_of_the_streams_and_each_stretch_has_one_cause(tmp_path):
+    # step [-30, 480): idle = [-30,0) ∪ [100,150) ∪ [400,480) = 160 µs. Stream 7's gaps inside the NCCL kernel
+    # ([250,260), [280,330)) are not idle: the device communicates. Before A (launched at -20 > -30), before B
+    # (launched at 120 > 100) and before the memcpy (launched at 440 > 400) the GPU waits for a launch: 30 + 50 + 50;
+    # the memcpy [450,470) runs alone: copy 20; after it nothing is queued: host 10.
+    idle = _idle(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS))
+    assert (idle.idle_us, idle.dispatch_us, idle.copy_us, idle.host_us) == (160.0, 130.0, 20.0, 10.0)
+    assert idle.idle_us == sum(idle.part_us(part) for part in idle.PARTS)
+    assert idle.largest_part == "dispatch" and idle.step_us == 510.0
+
+
+def test_idle_under_the_dataloader_is_the_dataloaders(tmp_path):
+    # the host fetches a batch in [-28, -8): 20 µs of the 30 before A are the DataLoader's; of the rest, [-30,-28) waits
+    # for A's launch (at -20) and [-8,0) has A queued already (host: launch latency)
+    loader = ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", -28.0, 20.0)
+    idle = _idle(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS, host_ops=[loader]))
+    assert (idle.dataloader_us, idle.dispatch_us, idle.host_us) == (20.0, 102.0, 18.0)
+    assert idle.dataloader_share_of_idle == pytest.approx(20 / 160)
+
+
+def test_traces_are_found_by_content_whatever_their_names(tmp_path):
+    from advisor.ingest import load_profile
+
+    for rank, name in enumerate(("rank-0.json.gz", "benchmark_result_123_trace.json.gz", "nccl_data.json")):
+        write_kineto_trace(tmp_path / "job" / name, KERNELS, rank=rank)
+    (tmp_path / "job" / "config.json").write_text('{"lr": 0.1, "traceEvents_note": "not a trace"}')
+    (tmp_path / "job" / "events.json").write_text('{"traceEvents": [{"ph": "X", "name": "x", "ts": 1, "dur": 2}]}')
+    profile = load_profile(tmp_path / "job")
+    assert profile.format == "pytorch-kineto"
+    assert [(r.rank, r.path.name) for r in profile.ranks] == [
+        (0, "rank-0.json.gz"), (1, "benchmark_result_123_trace.json.gz"), (2, "nccl_data.json")]
+
+
+def test_kernel_types_keep_what_tells_kernels_apart():
+    from advisor.ingest.kineto import kernel_type
+
+    cutlass = [kernel_type(f"void cutlass::Kernel<cutlass_80_tensorop_{gemm}>(Params)") for gemm in ("s1688gemm_64x64", "h16816gemm_256x128")]
+    assert cutlass == ["cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64>", "cutlass::Kernel<cutlass_80_tensorop_h16816gemm_256x128>"]
+    assert kernel_type("void at::native::(anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>"
+                       "(float*, float const*, int, int, int, bool const*, int, bool)") \
+        == "at::native::softmax_warp_forward<float, float, float, 10, true, false>"
+    add, mul = (kernel_type(f"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_{op}<float>, "
+                            f"at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_{op}<float>, at::detail::Array<char*, 3>)")
+                for op in ("add", "mul"))
+    assert (add, mul) == ("at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add, Array>",
+                          "at::native::vectorized_elementwise_kernel<4, CUDAFunctor_mul, Array>")
+    assert kernel_type("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor"
+                       "<float, float, float, at::native::MulFunctor<float> > >(at::TensorIteratorBase&, at::native::"
+                       "BinaryFunctor<float, float, float, at::native::MulFunctor<float> > const&)::{lambda(int)#1}>(int, F)") \
+        == "at::native::elementwise_kernel<128, 2, MulFunctor>"
+    assert kernel_type("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD"
+
+
+def test_a_copy_is_never_the_dominant_kernel(tmp_path):
+    from advisor.diagnose import diagnose
+
+    kernels = [GpuKernel("Memcpy HtoD (Pageable -> Device)", 21, 0.0, 900.0, -20.0, category="gpu_memcpy"),
+               GpuKernel("ampere_sgemm_128x64_nn", 7, 900.0, 100.0, -10.0)]
+    write_kineto_trace(tmp_path / "copy.pt.trace.json", kernels)
+    report = diagnose(tmp_path)
+    assert [op.op_type for op in report.summary.top_operators] == ["ampere_sgemm_128x64_nn"]
+    assert [f.key for f in report.findings if f.id == "gpu.dominant_kernel"] == ["ampere_sgemm_128x64_nn"]
+
+
+def test_a_legacy_json_array_trace_says_what_to_record(tmp_path):
+    from typer.testing import CliRunner
+
+    from advisor.cli import app
+
+    (tmp_path / "old.pt.trace.json").write_text('[{"name": "aten::mm", "ph": "X", "ts": 1, "dur": 2, "tid": 1, "pid": 1}]')
+    result = CliRunner().invoke(app, ["diagnose", str(tmp_path / "old.pt.trace.json")])
+    assert result.exit_code == 4
+    assert "bare JSON array of events" in result.stderr and "torch.profiler.profile" in result.stderr

@@ -122,6 +122,7 @@ def attach_nccl_waits(ranks: list[RankData]) -> None:
             "op_name": rows["op_type"] + "#" + rows["order"].astype(str), "group": "nccl",
             "elapse_ms": rows["dur"] / 1000, "transit_ms": rows["transit"] / 1000,
             "wait_ms": (rows["dur"] - rows["transit"]) / 1000, "synchronization_ms": 0.0, "idle_ms": 0.0,
+            "start_us": rows["ts"],
         }).reset_index(drop=True)
         traffic = pd.DataFrame(columns=["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"])
         rank.communication = CommunicationTables(ops=ops, traffic=traffic)

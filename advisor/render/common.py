@@ -33,6 +33,14 @@ def labels(lang: str) -> dict[str, str]:
     return {**table["en"], **table.get(lang, {})}
 
 
+def report_labels(report: Report) -> dict[str, str]:
+    """The labels of one report: a capture without step markers speaks of the capture, not of a step."""
+    words = labels(report.lang)
+    if not report.input.steps:
+        words.update(per_step=words["in_capture"], of_step=words["of_capture"])
+    return words
+
+
 def fmt_us(value: float | None) -> str:
     """A duration in µs, switching to ms and s where that reads better."""
     if value is None:
@@ -59,7 +67,12 @@ def gain_text(finding, words: dict[str, str]) -> str:
     if finding.estimated_gain_us is None:
         return words["gain_unknown"]
     share = f" ({fmt_pct(finding.estimated_gain_ratio)} {words['of_step']})" if finding.estimated_gain_ratio is not None else ""
-    return f"{fmt_us(finding.estimated_gain_us)} {words['per_step']}{share}"
+    text = f"{fmt_us(finding.estimated_gain_us)} {words['per_step']}{share}"
+    if finding.gain_basis:
+        text += f", {words['gain_' + finding.gain_basis]}"
+    if finding.shares_time_with and finding.claimed_gain_us is not None:
+        text += f"; {words['gain_shared'].format(claimed=fmt_us(finding.claimed_gain_us), others=', '.join(finding.shares_time_with))}"
+    return text
 
 
 def verdict_sentence(report: Report, words: dict[str, str]) -> str:
@@ -67,7 +80,7 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
     summary = report.summary
     if summary.step_time_us is None:
         return words["verdict_unknown"]
-    return words["verdict_sentence"].format(
+    return words["verdict_sentence" if report.input.steps else "verdict_no_steps"].format(
         bottleneck=words[f"bottleneck_{summary.bottleneck}"],
         compute=fmt_pct(summary.compute_ratio),
         communication=fmt_pct(summary.communication_ratio),

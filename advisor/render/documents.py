@@ -23,6 +23,7 @@ from advisor.render.common import (
     fmt_value,
     gain_text,
     labels,
+    report_labels,
     strip_control,
     verdict_sentence,
 )
@@ -66,7 +67,7 @@ def md_escape(text: str) -> str:
 
 
 def _context(report: Report) -> dict:
-    words = labels(report.lang)
+    words = report_labels(report)
     return {**finding_context(words), "report": report, "verdict": verdict_sentence(report, words)}
 
 

@@ -18,6 +18,7 @@ from advisor.render.common import (
     fmt_value,
     gain_text,
     labels,
+    report_labels,
     strip_control,
     verdict_sentence,
 )
@@ -33,7 +34,7 @@ def clean(text: object) -> Text:
 
 def render_terminal(report: Report, console: Console, explain: bool = False) -> None:
     """Print the report to ``console``; with ``explain``, each finding's conditions and fact values too."""
-    words = labels(report.lang)
+    words = report_labels(report)
     console.print(Text(words["report_title"], style="bold"), clean(report.input.path))
     details = [
         f"{words['format']}: {report.input.format}",
