@@ -270,8 +270,10 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
     target_report = build_report(target, book, lang, str(target_path))
     facts, by = delta_facts(base, target)
     firings = comparison_engine(book).run(facts)
-    base_step = _profile_breakdown(base)
-    findings = plan_findings(firings, facts + ([base_step] if base_step else []), book, lang)
+    base_step, target_step = _profile_breakdown(base), _profile_breakdown(target)
+    # a difference is time TARGET spends: its gain is charged to TARGET's step, its share is of BASE's
+    findings = plan_findings(firings, facts + ([base_step] if base_step else []), book, lang,
+                             budget_facts=[target_step] if target_step else [])
     base_side, target_side = _side(base_report, base), _side(target_report, target)
     rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}
     return Comparison(

@@ -63,8 +63,10 @@ class Charge:
     shares_with: list[str] = field(default_factory=list)
 
 
-def charge_firings(firings: list[Firing], facts: list[Fact], book: RuleBook) -> list[Charge]:
-    """The claims of the recommending rules' firings, charged to the step budgets (``charge_budgets``)."""
+def charge_firings(firings: list[Firing], facts: list[Fact], book: RuleBook,
+                   budget_facts: list[Fact] | None = None) -> list[Charge]:
+    """The claims of the recommending rules' firings, charged to the step budgets (``charge_budgets``) sized from
+    ``budget_facts`` (default: ``facts``)."""
     charges = []
     for firing in firings:
         rule = book.rules[firing.rule_id]
@@ -76,16 +78,18 @@ def charge_firings(firings: list[Firing], facts: list[Fact], book: RuleBook) -> 
             firing=firing, rank=_rank_of(firing), key=rule.exprs.key.render(resolve) if rule.exprs.key else None,
             bucket=rule.exprs.charged_to.render(resolve), basis=rule.spec.then.gain_basis,
             claim=None if gain is None else max(float(gain), 0.0)))
-    charge_budgets(charges, facts)
+    charge_budgets(charges, facts if budget_facts is None else budget_facts)
     return charges
 
 
-def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[Finding]:
-    """Turn the firings of recommending rules into ranked findings, their gains charged to one step budget."""
+def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang,
+                  budget_facts: list[Fact] | None = None) -> list[Finding]:
+    """Turn the firings of recommending rules into ranked findings, their gains charged to one step budget (sized from
+    ``budget_facts``, by default ``facts``)."""
     step_time = _step_times(facts)
     known = known_about(facts)
     derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
-    charges = charge_firings(firings, facts, book)
+    charges = charge_firings(firings, facts, book, budget_facts)
     groups: dict[tuple[str, str | None], list[Charge]] = defaultdict(list)
     for charge in charges:
         groups[(charge.firing.rule_id, charge.key)].append(charge)

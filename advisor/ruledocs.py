@@ -73,7 +73,8 @@ def _index(book: RuleBook) -> str:
 
 def _rule_page(rule: Rule, book: RuleBook) -> str:
     spec = rule.spec
-    severity = "from the estimated gain (≥ 5 % of the step: high, ≥ 1 %: medium, else low)" if spec.severity == "auto" \
+    severity = ("from the estimated gain (≥ 5 % of the step: high, ≥ 1 %: medium, else low; at most medium when the "
+                "gain is assumed)") if spec.severity == "auto" \
         else f"{spec.severity} — {spec.severity_reason}"
     lines = [f"# `{spec.id}`: {spec.title.en}", ""]
     if spec.title.zh:
@@ -104,7 +105,8 @@ def _rule_page(rule: Rule, book: RuleBook) -> str:
         for knowledge_id in then.recommend:
             entry = book.knowledge[knowledge_id]
             lines += [f"**[{entry.title.en}](../knowledge/{entry.id}.md)** — {collapse(entry.problem.en)}", ""]
-        lines += ["## Estimated gain", "", f"`gain_us: {then.gain_us}` (µs per step)", ""]
+        lines += ["## Estimated gain", "", f"`gain_us: {then.gain_us}` (µs per step), {then.gain_basis}, charged to "
+                  f"`{then.charged_to}`", ""]
     lines += _example(rule)
     lines += ["## Test cases", ""]
     lines += [f"- *{case.expect}*: {case.name}" for case in spec.tests] or ["(none)"]
