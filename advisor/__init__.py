@@ -9,9 +9,13 @@ Python API::
     gap = advisor.compare("./gpu_traces", "./prof")   # side by side, and the diagnosis of the difference
 """
 
-from advisor.compare import compare
-from advisor.diagnose import diagnose
-from advisor.report import Report
-from advisor.version import VERSION as __version__
+from advisor.errors import quiet_interrupt_while_starting as _quiet_interrupt_while_starting
+
+_quiet_interrupt_while_starting()  # before the imports that take a while (see cli.main)
+
+from advisor.compare import compare  # noqa: E402
+from advisor.diagnose import diagnose  # noqa: E402
+from advisor.report import Report  # noqa: E402
+from advisor.version import VERSION as __version__  # noqa: E402
 
 __all__ = ["Report", "__version__", "compare", "diagnose"]

@@ -7,6 +7,7 @@ files skipped) · 4 nothing could be diagnosed · 70 internal error. See docs/er
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -538,7 +539,13 @@ def _find_rule(book, rule_id: str):
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    Ctrl-C becomes KeyboardInterrupt again (see errors.quiet_interrupt_while_starting), which each command
+    turns into ``advisor: error: interrupted`` and exit 130.
+    """
+    if errors.is_starting_handler(signal.getsignal(signal.SIGINT)):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     app()
 
 

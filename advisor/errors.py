@@ -12,6 +12,10 @@ Exit codes (also documented in docs/errors.md):
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
 EXIT_OK = 0
 EXIT_FAIL_ON = 1
 EXIT_USAGE = 2
@@ -44,3 +48,41 @@ class EngineError(AdvisorError):
     """The rule engine rejected a ruleset or a fact, or a rule's action failed while it ran."""
 
     exit_code = EXIT_INTERNAL
+
+
+def quiet_interrupt_while_starting() -> None:
+    """When this process is the ``advisor`` program: until the command line takes over (``cli.main``), Ctrl-C
+    ends it at once with exit 130 and one line on standard error, instead of a traceback from an import.
+
+    Imported as a library, advisor leaves the signal handlers alone.
+    """
+    if _is_the_program():
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+
+def _is_the_program() -> bool:
+    if os.path.basename(sys.argv[0]).removesuffix(".exe") == "advisor":  # the console script
+        return True
+    argv = list(getattr(sys, "orig_argv", []))
+    index = 1
+    while index < len(argv):  # python [options] -m advisor …
+        argument = argv[index]
+        if argument == "-m":
+            return argv[index + 1 : index + 2] == ["advisor"]
+        if argument.startswith("-m"):
+            return argument == "-madvisor"
+        if argument == "-c" or not argument.startswith("-"):  # code or a script: not advisor
+            return False
+        index += 2 if argument in ("-X", "-W") else 1
+    return False
+
+
+def _interrupted_while_starting(_signum: int, _frame: object) -> None:
+    try:
+        os.write(2, b"advisor: error: interrupted\n")
+    finally:
+        os._exit(130)
+
+
+def is_starting_handler(handler: object) -> bool:
+    return handler is _interrupted_while_starting

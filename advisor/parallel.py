@@ -11,12 +11,16 @@ same results. Work started inside a worker runs there serially.
 from __future__ import annotations
 
 import contextvars
+import ctypes
 import multiprocessing
 import os
+import pickle
+import selectors
+import signal
+import struct
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,8 +33,8 @@ CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-_work: tuple[Callable[[Any], Any], Sequence[Any]] | None = None  # what the forked workers run
 _in_worker = False
+_PR_SET_PDEATHSIG = 1
 
 
 def jobs() -> int:
@@ -82,62 +86,237 @@ def in_worker() -> bool:
 
 
 def can_fork() -> bool:
-    """Linux only: elsewhere fork is unsafe (macOS system libraries) or absent (Windows)."""
-    return not _in_worker and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+    """Linux only (elsewhere fork is unsafe (macOS system libraries) or absent (Windows)), and not from a worker
+    or from a daemonic multiprocessing process (which may not have children)."""
+    return (not _in_worker and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)
 
 
 def fork_map(function: Callable[[Item], Result], items: Sequence[Item]) -> list[Result]:
     """``[function(item) for item in items]`` computed by this process and ``jobs() - 1`` forked workers.
 
-    This process takes the first item, then the last items no worker has started, while the workers take
-    them from the front; the pieces of a worker that dies (killed for memory, say) are done here too.
-    Results must pickle; an exception raised by any piece is raised here.
+    Each worker starts on one item and then takes the next ones from the front, while this process takes
+    the first item and then the last items no worker has started; the pieces of a worker that dies (killed
+    for memory, say) are done here too. Results must pickle; an exception raised by any piece is raised here.
+
+    Workers ignore SIGINT and are killed when this process dies (parent-death signal); when this process is
+    interrupted or a piece fails here, the workers are killed at once, so Ctrl-C ends the run promptly
+    whatever they are doing. Each worker sends its results through a pipe of its own, read by a thread here,
+    so a worker killed while sending can only end its own pipe early.
     """
-    global _work
     workers = min(jobs(), len(items)) - 1
     if workers < 1 or not can_fork():
         return [function(item) for item in items]
-    _work = (function, items)
-    try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_become_worker) as pool:
-            futures: list[Future | None] = [None, *(pool.submit(_run, index) for index in range(1, len(items)))]
+    return _Pool(function, items, workers).run()
+
+
+_MISSING = object()
+_FRAME = struct.Struct("<Q")
+
+
+class _Pool:
+    """Forked workers for one fork_map call (see there)."""
+
+    def __init__(self, function: Callable[[Any], Any], items: Sequence[Any], workers: int) -> None:
+        self.function, self.items, self.workers = function, items, workers
+        context = multiprocessing.get_context("fork")
+        self.lock = context.Lock()
+        self.next = context.RawValue("q", 1 + workers)  # the next item a worker may take; workers start on 1..workers
+        self.end = context.RawValue("q", len(items))  # items from here on were taken by this process
+        self.children: dict[int, int] = {}  # pid -> the read end of its pipe
+        self.reader: _Reader | None = None
+
+    def run(self) -> list[Any]:
+        items = self.items
+        results: list[Any] = [_MISSING] * len(items)
+        try:
+            for first in range(1, 1 + self.workers):
+                self._fork(first)
+            self.reader = _Reader(list(self.children.values()))
+            self.reader.start()
+            results[0] = self.function(items[0])
+            while (index := self._take_last()) is not None:
+                results[index] = self.function(items[index])
+            self.reader.join()
+        except BaseException:
+            self._stop()
+            raise
+        self._reap()
+        failures = []
+        for index, ok, value in self.reader.outcomes():
+            if ok:
+                results[index] = value
+            else:
+                failures.append((index, value))
+        if failures:
+            raise min(failures, key=lambda failure: failure[0])[1]
+        for index, result in enumerate(results):
+            if result is _MISSING:  # its worker died before sending it
+                results[index] = self.function(items[index])
+        return results
+
+    def _fork(self, first: int) -> None:
+        parent = os.getpid()
+        read_end, write_end = os.pipe()
+        # SIGINT is held back across the fork: the worker must not see it before it ignores it, and this
+        # process receives it right after
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
             try:
-                return _share(function, items, futures)
-            except BaseException:
-                pool.shutdown(cancel_futures=True)
+                pid = os.fork()
+            except OSError:
+                os.close(read_end)
+                os.close(write_end)
                 raise
-    finally:
-        _work = None
+            if pid == 0:  # the worker: never returns
+                code = 0
+                try:
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                    os.close(read_end)
+                    for other in self.children.values():
+                        os.close(other)
+                    self._work(first, write_end, parent)
+                except BaseException:  # noqa: BLE001 (a worker that cannot report just ends; its pieces are redone)
+                    code = 1
+                finally:
+                    os._exit(code)
+        finally:
+            if os.getpid() == parent:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        os.close(write_end)
+        self.children[pid] = read_end
 
-
-def _share(function: Callable[[Any], Any], items: Sequence[Any], futures: list[Future | None]) -> list[Any]:
-    results: list[Any] = [function(items[0])] + [None] * (len(items) - 1)
-    for index in range(len(items) - 1, 0, -1):
-        if not futures[index].cancel():  # type: ignore[union-attr]
-            break
-        futures[index] = None
-        results[index] = function(items[index])
-    for index, future in enumerate(futures):
-        if future is not None:
+    def _work(self, first: int, pipe: int, parent: int) -> None:
+        _become_worker(parent)
+        index: int | None = first
+        while index is not None:
             try:
-                results[index] = future.result()
-            except BrokenProcessPool:  # a worker died (killed for memory?): do its piece here
-                results[index] = function(items[index])
-    return results
+                payload = pickle.dumps((index, True, self.function(self.items[index])), pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:  # noqa: BLE001 (sent to the parent, which raises it)
+                payload = _pickled_failure(index, exc)
+            _send(pipe, payload)
+            if os.getppid() != parent:
+                return
+            index = self._take_next()
+
+    def _take_next(self) -> int | None:
+        with self.lock:
+            index = self.next.value
+            if index >= self.end.value:
+                return None
+            self.next.value = index + 1
+            return index
+
+    def _take_last(self) -> int | None:
+        with self.lock:
+            index = self.end.value - 1
+            if index < self.next.value:
+                return None
+            self.end.value = index
+            return index
+
+    def _stop(self) -> None:
+        """Kill the workers now (interrupted, or a piece failed here), ignoring a second Ctrl-C meanwhile."""
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+        try:
+            for pid in self.children:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self._reap()
+            if self.reader is not None and self.reader.ident is not None:
+                self.reader.join()
+            else:
+                for read_end in self.children.values():
+                    os.close(read_end)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+    def _reap(self) -> None:
+        for pid in self.children:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 
-def _become_worker() -> None:
-    """Mark this forked process as a worker, with standard streams of its own.
+class _Reader(threading.Thread):
+    """Reads the result frames of every worker's pipe until each ends (the worker finished or died)."""
 
-    The parent's stream objects may have been locked by another thread (the progress display) at the
-    moment of the fork; a worker flushing them at exit would then wait forever. Workers print nothing.
+    def __init__(self, pipes: list[int]) -> None:
+        super().__init__(name="advisor-results", daemon=True)
+        self.pipes = pipes
+        self.frames: list[bytes] = []
+
+    def run(self) -> None:
+        pending = {pipe: bytearray() for pipe in self.pipes}
+        with selectors.DefaultSelector() as selector:
+            for pipe in self.pipes:
+                selector.register(pipe, selectors.EVENT_READ)
+            while pending:
+                for key, _events in selector.select():
+                    pipe = key.fd
+                    try:
+                        chunk = os.read(pipe, 1 << 20)
+                    except OSError:
+                        chunk = b""
+                    if chunk:
+                        pending[pipe] += chunk
+                        self._split(pending[pipe])
+                        continue
+                    selector.unregister(pipe)
+                    os.close(pipe)
+                    del pending[pipe]  # a partial frame left here was cut off by the worker's death
+
+    def _split(self, buffer: bytearray) -> None:
+        while len(buffer) >= _FRAME.size:
+            (length,) = _FRAME.unpack_from(buffer)
+            if len(buffer) < _FRAME.size + length:
+                return
+            self.frames.append(bytes(buffer[_FRAME.size : _FRAME.size + length]))
+            del buffer[: _FRAME.size + length]
+
+    def outcomes(self) -> list[tuple[int, bool, Any]]:
+        return [pickle.loads(frame) for frame in self.frames]
+
+
+def _send(pipe: int, payload: bytes) -> None:
+    data = memoryview(_FRAME.pack(len(payload)) + payload)
+    while data:
+        data = data[os.write(pipe, data):]
+
+
+def _pickled_failure(index: int, exc: BaseException) -> bytes:
+    try:
+        return pickle.dumps((index, False, exc), pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 (an exception that does not pickle is sent as its text)
+        return pickle.dumps((index, False, RuntimeError(f"{type(exc).__name__}: {exc}")), pickle.HIGHEST_PROTOCOL)
+
+
+def _become_worker(parent: int) -> None:
+    """Mark this forked process as a worker: SIGINT ignored, killed when the parent dies, streams of its own.
+
+    Ctrl-C reaches every process of the terminal's process group; the parent decides what happens, and a
+    worker that died of it half-way through sending its result would leave nothing to decide on. The parent's
+    stream objects may have been locked by another thread (the progress display) at the moment of the fork;
+    a worker flushing them at exit would then wait forever. Workers print nothing.
     """
     global _in_worker
     _in_worker = True
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() != parent:  # the parent died before the parent-death signal was set
+        os._exit(1)
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the worker)
 
 
-def _run(index: int) -> Any:
-    function, items = _work  # type: ignore[misc]
-    return function(items[index])
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the worker notices between pieces instead
+        pass
