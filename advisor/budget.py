@@ -16,7 +16,8 @@ A step is compute + exposed communication + idle (free) time. A rule says which 
 A gain charged to a bucket can never exceed what is left of that bucket or of any bucket above it, so the
 gains of one rank never add up to more than its step, and two findings that claim the same time (the same
 operator, the same idle stretch) share it: the first charged gets it, the next only the remainder. Findings
-are charged measured first, then by the size of their claim. A bucket whose size the profile does not give
+are charged measured first, then the most specific bucket first (a cause before the umbrella holding it), then
+by the size of their claim. A bucket whose size the profile does not give
 (e.g. ``idle/gc`` without an idle attribution) is as large as the largest claim on it.
 """
 

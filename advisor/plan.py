@@ -2,14 +2,15 @@
 
 * A firing claims its rule's ``gain_us`` expression over the matched facts (µs per step), from the bucket of the
   step its rule names (``charged_to``, see ``advisor.budget``). Claims are charged to the rank's budget, measured
-  ones first and then the largest, so a firing keeps only what earlier ones left of its bucket: the gains of a
-  rank never add up to more than its step, nor those of a bucket to more than the bucket.
+  ones first, then the most specific bucket, then the largest, so a firing keeps only what earlier ones left of its
+  bucket: the gains of a rank never add up to more than its step, nor those of a bucket to more than the bucket.
 * Firings of the same rule with the same ``key`` are one finding: ranks are merged, the gain is the mean over
   those ranks, and the evidence is that of the firing with the largest claim. Its share of the step is gain /
   the step time of the ranks it is about (the profile's mean step otherwise).
 * Severity is the rule's own, or from the gain share: ≥ 5 % high, ≥ 1 % medium, else low; a gain from a planning
   factor (``gain_basis: assumed``) is at most medium.
-* Findings are ordered by gain, an assumed gain counting half (largest first, unknown last), then severity, id.
+* Findings are ordered by severity, then by gain within it — an assumed gain counting half, unknown last — then id:
+  an informational finding (a rule's fixed low severity) never precedes a high one whatever its planning factor.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class Charge:
     """One firing of a recommending rule: what it claims, from which bucket, and what the budget let it keep."""
 
     firing: Firing
-    rank: int | None
+    rank: int | None  # the rank it is about (shown in the finding)
+    budget_rank: int | None  # the rank whose step it is charged to; None: the profile's mean step
     key: str | None
     bucket: str
     basis: str
@@ -74,8 +76,11 @@ def charge_firings(firings: list[Firing], facts: list[Fact], book: RuleBook,
             continue
         resolve = resolver(firing.values())
         gain = rule.exprs.gain.evaluate(resolve) if rule.exprs.gain else None
+        rank = _rank_of(firing)
+        cross_rank = any(type(fact).cross_rank for fact in firing.matched.values())
         charges.append(Charge(
-            firing=firing, rank=_rank_of(firing), key=rule.exprs.key.render(resolve) if rule.exprs.key else None,
+            firing=firing, rank=rank, budget_rank=None if cross_rank else rank,
+            key=rule.exprs.key.render(resolve) if rule.exprs.key else None,
             bucket=rule.exprs.charged_to.render(resolve), basis=rule.spec.then.gain_basis,
             claim=None if gain is None else max(float(gain), 0.0)))
     charge_budgets(charges, facts if budget_facts is None else budget_facts)
@@ -138,7 +143,7 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
                 ),
             )
         )
-    findings.sort(key=lambda f: (-ranking_score(f), _SEVERITY_ORDER[f.severity], f.id, f.key or ""))
+    findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], -ranking_score(f), f.id, f.key or ""))
     return findings
 
 
@@ -150,8 +155,10 @@ def ranking_score(finding: Finding) -> float:
 
 
 def charge_budgets(charges: list[Charge], facts: list[Fact]) -> None:
-    """Charge each firing's claim to its rank's step budget (and the profile's mean step), measured claims first,
-    then the largest; firings about the whole profile (no rank) are charged to the profile's budget."""
+    """Charge each firing's claim to its rank's step budget (and the profile's mean step): measured claims first, then
+    the most specific bucket (a cause before the umbrella that holds it: communication/wait before communication),
+    then the largest; firings about the whole profile (no rank, or a fact about several ranks: a spread, a straggler,
+    a pipeline) are charged to the profile's budget."""
     budgets = step_budgets(facts)
     profile = budgets[None]
     ranked = sorted((r for r in budgets if r is not None))
@@ -159,17 +166,18 @@ def charge_budgets(charges: list[Charge], facts: list[Fact]) -> None:
     claims: dict[tuple[int | None, str], float] = defaultdict(float)
     for charge in charges:
         if charge.claim is not None:
-            claims[(charge.rank if charge.rank in budgets else None, charge.bucket)] = max(
-                claims[(charge.rank if charge.rank in budgets else None, charge.bucket)], charge.claim)
+            where = (charge.budget_rank if charge.budget_rank in budgets else None, charge.bucket)
+            claims[where] = max(claims[where], charge.claim)
     for (rank, bucket), largest in claims.items():  # a bucket the profile does not size is its largest claim
         budgets[rank].size.setdefault(bucket, largest)
         if rank is not None:
             profile.size.setdefault(bucket, largest)
     charged_by: dict[tuple[int | None, str], list[str]] = defaultdict(list)
     order = sorted((c for c in charges if c.claim is not None),
-                   key=lambda c: (c.basis != "measured", -c.claim, c.firing.rule_id, c.key or "", c.rank or -1))
+                   key=lambda c: (c.basis != "measured", -len(ancestors(c.bucket)), -c.claim, c.firing.rule_id,
+                                  c.key or "", c.budget_rank if c.budget_rank is not None else -1))
     for charge in order:
-        rank = charge.rank if charge.rank in budgets else None
+        rank = charge.budget_rank if charge.budget_rank in budgets else None
         label = _label(charge.firing.rule_id, charge.key)
         if rank is None:
             charge.gain = profile.charge(charge.bucket, charge.claim)
@@ -177,9 +185,9 @@ def charge_budgets(charges: list[Charge], facts: list[Fact]) -> None:
             room = profile.remaining(charge.bucket)
             charge.gain = budgets[rank].charge(charge.bucket, charge.claim, None if room is None else room * count)
             profile.charge(charge.bucket, charge.gain / count)
-        if charge.gain < charge.claim:
-            charge.shares_with = sorted({other for path in _related(charge.bucket, charged_by, rank)
-                                         for other in charged_by[(rank, path)]} - {label})
+        if charge.gain < charge.claim:  # those charged before it on its rank, and those about the whole profile
+            charge.shares_with = sorted({other for where in {rank, None} for path in _related(charge.bucket, charged_by, where)
+                                         for other in charged_by[(where, path)]} - {label})
         if charge.gain > 0:
             charged_by[(rank, charge.bucket)].append(label)
 

@@ -21,7 +21,7 @@ def assert_budget_holds(analysis: Analysis, book: RuleBook) -> None:
     per_bucket: dict[tuple[int | None, str], float] = defaultdict(float)
     for charge in charges:
         assert 0.0 <= charge.gain <= charge.claim + SLACK_US, (charge.firing.rule_id, charge.gain, charge.claim)
-        rank = charge.rank if charge.rank in sizes else None
+        rank = charge.budget_rank if charge.budget_rank in sizes else None
         for path in ancestors(charge.bucket):
             per_bucket[(rank, path)] += charge.gain
             if rank is not None:

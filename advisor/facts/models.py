@@ -27,6 +27,7 @@ class Fact(BaseModel):
     family: ClassVar[str]
     source: ClassVar[str]
     derived: ClassVar[bool] = False
+    cross_rank: ClassVar[bool] = False  # about several ranks at once: the time it names is not one rank's
 
     id: str = Field(description="Unique id of this fact within one diagnosis.")
     sources: list[str] = Field(default_factory=list, description="Files (and columns) the fact was computed from.")
@@ -521,6 +522,7 @@ class SpreadFact(Fact):
     """How one part of the step (compute, exposed communication, free) differs across ranks."""
 
     family: ClassVar[str] = "spread"
+    cross_rank: ClassVar[bool] = True
     source: ClassVar[str] = "the per-rank breakdown facts (step_trace_time.csv of every rank)"
 
     dimension: Literal["compute", "communication", "free"] = Field(description="The part of the step compared.")
@@ -544,6 +546,7 @@ class StragglerFact(Fact):
     """The rank the others wait for in the collectives of one communicator (data-parallel stragglers)."""
 
     family: ClassVar[str] = "straggler"
+    cross_rank: ClassVar[bool] = True
     source: ClassVar[str] = (
         "communication.json of every rank: Wait Time(ms) of the collectives, per group hash; the group's name "
         "from profiler_metadata.json parallel_group_info"
@@ -569,6 +572,7 @@ class PipelineFact(Fact):
     """One pipeline-parallel group: compute time per stage and how unevenly the layers are spread."""
 
     family: ClassVar[str] = "pipeline"
+    cross_rank: ClassVar[bool] = True
     source: ClassVar[str] = (
         "profiler_metadata.json parallel_group_info (groups named 'pp') or distributed_args, else communication.json "
         "P2P ops (hcom_send/hcom_receive, their group and Wait Time); the ranks' step breakdowns"
