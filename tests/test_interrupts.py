@@ -169,11 +169,19 @@ def test_ctrl_c_while_importing_prints_one_line_and_no_traceback():
     assert done.stderr == "advisor: error: interrupted\n"
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.2, 0.5, 1.0])
-def test_ctrl_c_at_any_moment_of_a_real_run_prints_no_traceback(delay):
+@pytest.mark.parametrize("loaded", ["numpy", "pyarrow", "durable_rules", "msgspec"])
+def test_ctrl_c_at_any_moment_of_a_real_run_prints_no_traceback(loaded):
+    """SIGINT once the run has loaded a given library: while importing (numpy comes first) or later, reading."""
     process = subprocess.Popen([sys.executable, "-m", "advisor", "diagnose", str(SINGLE), "-f", "json"], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(delay)
+
+    def has_loaded() -> bool:
+        try:
+            return loaded in Path(f"/proc/{process.pid}/maps").read_text()
+        except OSError:
+            return True  # it has ended
+
+    _wait_for(has_loaded, 120)
     process.send_signal(signal.SIGINT)
     try:
         _stdout, stderr = process.communicate(timeout=300)
@@ -181,8 +189,7 @@ def test_ctrl_c_at_any_moment_of_a_real_run_prints_no_traceback(delay):
         process.kill()
         pytest.fail("the run did not end after Ctrl-C")
     assert "Traceback" not in stderr
-    # before Python installs its handlers the signal ends the process itself; a run that was already done exits 0
-    assert process.returncode in (130, -signal.SIGINT, 0), stderr
+    assert process.returncode in (130, 0), stderr  # 0: it was done before the signal came
     if process.returncode == 130:
         assert stderr.endswith("advisor: error: interrupted\n"), stderr
 
