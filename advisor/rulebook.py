@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor.engine.spec import CompiledExpressions, RuleSpec, check_rule
 from advisor.errors import RuleError
+from advisor.ingest.limits import read_bounded
+from advisor.ingest.model import FileProblem
 from advisor.knowledge import KnowledgeEntry
 from advisor.resources import data_dir
 from advisor.yamlcache import ParsedYaml, cache_directory
@@ -248,10 +250,16 @@ def _load_rule(root: Path, path: Path, pack: str, problems: list[str], parsed: P
 
 def _load_model(path: Path, model: type[M], problems: list[str], parsed: ParsedYaml) -> M | None:
     try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            problems.append(f"{path}:1: file is larger than 1 MiB")
-            return None
-        data = parsed.load(path.read_text(encoding="utf-8"), _parse)
+        text = read_bounded(path, _MAX_FILE_BYTES).decode("utf-8")
+    except FileProblem as exc:
+        reason = str(exc) if str(exc).startswith("is not a regular file") else "file is larger than 1 MiB"
+        problems.append(f"{path}:1: {reason}")
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{path}:1: cannot be read ({exc})")
+        return None
+    try:
+        data = parsed.load(text, _parse)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -279,7 +287,7 @@ def _parse(text: str) -> Any:
 
 def _yaml_files(directory: Path) -> list[Path]:
     """Every YAML file under ``directory`` (none if it does not exist), in a stable order."""
-    return sorted(p for p in directory.rglob("*.yaml") if p.is_file()) if directory.is_dir() else []
+    return sorted(p for p in directory.rglob("*.yaml") if not p.is_dir()) if directory.is_dir() else []
 
 
 def _compose(path: Path) -> yaml.Node | None:

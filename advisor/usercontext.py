@@ -17,6 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor.errors import InputError
+from advisor.ingest.limits import read_bounded
+from advisor.ingest.model import FileProblem
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MAX_FILE_BYTES = 1 << 20
@@ -115,11 +117,18 @@ def _read_settings(path: Path) -> ModelSettings:
 
 
 def _read_text(path: Path) -> str:
+    """The text of a settings file: a regular file of at most 1 MiB (a FIFO or device is refused, not read)."""
     try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            raise InputError(f"{path}: larger than 1 MiB; not a settings file")
-        return path.read_text(encoding="utf-8")
+        data = read_bounded(path, _MAX_FILE_BYTES)
     except FileNotFoundError as exc:
         raise InputError(f"{path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except FileProblem as exc:
+        if str(exc).startswith("is not a regular file"):
+            raise InputError(f"{path}: {exc}; not a settings file") from exc
+        raise InputError(f"{path}: larger than 1 MiB; not a settings file") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(f"{path}: cannot be read ({exc})") from exc

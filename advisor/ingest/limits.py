@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextvars
 import gzip
+import os
 import re
+import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +58,46 @@ def _suggest(size: int) -> str:
     if size < 1 << 30:
         return f"{-(-size // (1 << 20))}M"
     return f"{-(-size // (1 << 30))}G"
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; FileProblem for anything else.
+
+    The file is opened without blocking (a FIFO with no writer would otherwise wait forever) and checked to
+    be a regular file on the open descriptor; at most ``limit + 1`` bytes are read, whatever the file claims
+    its size is (``/dev/zero`` claims 0, a sparse file its full size). OSError for a file that cannot be
+    opened (missing, permission denied).
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        status = os.fstat(descriptor)
+    except OSError:
+        os.close(descriptor)
+        raise
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        raise FileProblem(f"is not a regular file (it is {_kind(status.st_mode)})")
+    with os.fdopen(descriptor, "rb", buffering=0) as handle:
+        if status.st_size > limit:
+            raise FileProblem(f"is {format_size(status.st_size)}, over the {format_size(limit)} this file can have")
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = handle.read(min(limit + 1 - total, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise FileProblem(f"is over the {format_size(limit)} this file can have")
+        return b"".join(chunks)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
 
 
 @contextmanager

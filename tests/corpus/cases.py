@@ -911,10 +911,53 @@ def _large_inputs() -> list[Case]:
     ]
 
 
+def _special_file(name: str, kind: str) -> Callable[[Path], None]:
+    """Put a FIFO, a link to /dev/zero or a 3 GiB sparse file at ``name`` beside the profile."""
+    def mutate(root: Path) -> None:
+        path = root.parent / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "dev-zero":
+            path.symlink_to("/dev/zero")
+        else:
+            with path.open("wb") as handle:
+                handle.truncate(3 << 30)
+    return mutate
+
+
+def _non_regular_files() -> list[Case]:
+    """Settings files and rule files that are FIFOs, devices or huge: refused by name, never read whole or waited on."""
+    cases = []
+    for option, name in (("--context", "model.yaml"), ("--env-file", "job.env")):
+        args = (option, f"{{dir}}/{name}", "-f", "json")
+        label = option.lstrip("-")
+        cases += [
+            Case(f"{label}/fifo", "single", _special_file(name, "fifo"), 2,
+                 (rf"advisor: error: .*{re.escape(name)}: is not a regular file \(it is a FIFO\)",), None, args=args),
+            Case(f"{label}/link-to-dev-zero", "single", _special_file(name, "dev-zero"), 2,
+                 (rf"advisor: error: .*{re.escape(name)}: is not a regular file \(it is a character device\)",), None,
+                 args=args),
+            Case(f"{label}/sparse-3GiB", "single", _special_file(name, "sparse"), 2,
+                 (rf"advisor: error: .*{re.escape(name)}: larger than 1 MiB",), None, args=args),
+            Case(f"{label}/dev-zero", "single", _nothing, 2, (r"advisor: error: /dev/zero: is not a regular file",), None,
+                 args=(option, "/dev/zero", "-f", "json")),
+        ]
+    pack_args = ("--rules", "{dir}/pack", "-f", "json")
+    loaded = r"advisor: warning: skipped .*pack: rule pack not loaded: \d+ problem\(s\), first: .*team\.r\.yaml:1: {}"
+    for kind, problem in (("fifo", r"is not a regular file \(it is a FIFO\)"),
+                          ("dev-zero", r"is not a regular file \(it is a character device\)"),
+                          ("sparse", "file is larger than 1 MiB")):
+        cases.append(Case(f"rule-pack/rule-file-{kind}", "single", _special_file("pack/rules/team.r.yaml", kind), 3,
+                          (loaded.format(problem),), (), args=pack_args))
+    return cases
+
+
 def all_cases() -> list[Case]:
     """Every case of the corpus, with unique names."""
     cases = (_file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
-             + _db_damage() + _gzip_damage() + _kineto_damage() + _large_inputs())
+             + _db_damage() + _gzip_damage() + _kineto_damage() + _large_inputs()
+             + _non_regular_files())
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases

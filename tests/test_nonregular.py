@@ -1,0 +1,48 @@
+"""Reading small files (settings, rule files) never waits on a FIFO nor reads more than the cap (limits.read_bounded)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from advisor.ingest.limits import read_bounded
+from advisor.ingest.model import FileProblem
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "settings.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(FileProblem, match=r"is not a regular file \(it is a FIFO\)"):
+        read_bounded(fifo, 1 << 20)
+
+
+def test_a_device_that_never_ends_is_refused():
+    with pytest.raises(FileProblem, match=r"it is a character device"):
+        read_bounded("/dev/zero", 1 << 20)
+
+
+def test_a_directory_is_refused(tmp_path):
+    with pytest.raises(FileProblem, match=r"it is a directory"):
+        read_bounded(tmp_path, 1 << 20)
+
+
+def test_a_sparse_file_over_the_cap_is_refused_by_its_size(tmp_path):
+    sparse = tmp_path / "huge.json"
+    with sparse.open("wb") as handle:
+        handle.truncate(3 << 30)
+    with pytest.raises(FileProblem, match=r"is 3\.0 GiB, over the 1\.0 MiB this file can have"):
+        read_bounded(sparse, 1 << 20)
+
+
+def test_a_file_that_claims_to_be_empty_is_read_no_further_than_the_cap():
+    status = "/proc/self/status"  # st_size 0, about a kilobyte of text
+    assert os.stat(status).st_size == 0
+    with pytest.raises(FileProblem, match="is over the 100 B this file can have"):
+        read_bounded(status, 100)
+    assert b"Name:" in read_bounded(status, 1 << 20)
+
+
+def test_a_missing_file_is_an_os_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_bounded(tmp_path / "missing", 10)
