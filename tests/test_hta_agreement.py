@@ -58,3 +58,17 @@ def test_idle_compute_and_overlap_agree_with_hta(tmp_path, name):
             assert figures[measure] == pytest.approx(theirs[rank][measure], abs=2.0), (rank, measure)
         if figures["overlap"] is not None:
             assert figures["overlap"] == pytest.approx(theirs[rank]["overlap"], abs=2.0), (rank, "overlap")
+
+
+@pytest.mark.parametrize("workers", [0, 4])
+def test_the_tutorial_traces_agree_with_hta(tmp_path, workers):
+    """The real ResNet-50 traces (V100): HTA reads them from a copy whose only file is the trace."""
+    import shutil
+    from pathlib import Path
+
+    source = Path(__file__).parent / "fixtures" / "pytorch-tutorial-resnet50" / f"num_workers_{workers}"
+    for trace in source.glob("*.json.gz"):
+        shutil.copy(trace, tmp_path / trace.name)
+    theirs, ours = hta_figures(tmp_path), advisor_figures(tmp_path)
+    for measure in ("idle", "compute", "non_compute"):
+        assert ours[0][measure] == pytest.approx(theirs[0][measure], abs=2.0), measure
