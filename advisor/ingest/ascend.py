@@ -188,16 +188,22 @@ def _read_db_export(data: RankData, database: Path, reader: Reader) -> None:
     def profiler_tables(path: Path, warnings: list[str]) -> dict[str, Any]:
         with open_db(path) as connection:
             tables = DbTables(connection, warnings)
-            return {"metadata": read_metadata(tables, path), "kernels": read_kernels(tables, path),
-                    "memory_record": read_memory_record(tables, path),
-                    "operator_memory": read_operator_memory(tables, path),
-                    "module_memory": read_module_memory(tables, path), "trace": read_trace_tables(tables)}
+            found = {"metadata": read_metadata(tables, path), "kernels": read_kernels(tables, path),
+                     "memory_record": read_memory_record(tables, path),
+                     "operator_memory": read_operator_memory(tables, path),
+                     "module_memory": read_module_memory(tables, path), "trace": read_trace_tables(tables)}
+        for reason in tables.left_out:  # a table the file's schema lacks columns of: the rest is still read
+            reader.partly_read(path, reason)
+        return found
 
     def analysis_tables(path: Path, warnings: list[str]) -> dict[str, Any]:
         with open_db(path) as connection:
             tables = DbTables(connection, warnings)
-            return {"step_trace": read_step_trace(tables, path), "communication": read_communication(tables, warnings),
-                    "matrix": read_matrix(tables)}
+            found = {"step_trace": read_step_trace(tables, path), "communication": read_communication(tables, warnings),
+                     "matrix": read_matrix(tables)}
+        for reason in tables.left_out:
+            reader.partly_read(path, reason)
+        return found
 
     for found in (reader.read(database, profiler_tables), reader.read(analysis, analysis_tables)):
         for name, table in (found or {}).items():

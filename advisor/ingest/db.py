@@ -15,8 +15,8 @@ tell which export they came from:
   ``OVERLAP_ANALYSIS`` (lanes, newer CANN) and the ``connectionId`` shared by a launch and its task.
 
 A missing table leaves its table unset (reported like a missing file); a file that is not SQLite is skipped
-with the reason. A table without a column it needs leaves out only what it feeds (a warning names the table and
-the columns) and the file's other tables are read; columns that schemas differ on (``deviceId``, which
+with the reason. A table without a column it needs leaves out only what it feeds (the file is reported as partly
+read, naming the table and the columns) and the file's other tables are read; columns that schemas differ on (``deviceId``, which
 ``COMMUNICATION_OP`` of DB schema 1.0.0 lacks, ``opType``, shapes, Block Dim) are read as missing. Numbers get the CSV reader's checks (negative,
 infinite, implausibly large → missing, with a warning). Table and column names follow the reference;
 ``OVERLAP_ANALYSIS`` is only named there, so its columns (``type``, ``startNs``, ``endNs``) are assumed.
@@ -75,6 +75,7 @@ class DbTables:
     def __init__(self, connection: sqlite3.Connection, warnings: list[str]) -> None:
         self.connection = connection
         self.warnings = warnings  # row-level problems, reported against the DB file
+        self.left_out: list[str] = []  # tables that could not be read: the file is only partly read
         try:
             self.names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
@@ -129,7 +130,7 @@ def _per_table(what: str) -> Callable[[Callable[..., T]], Callable[..., T | None
             try:
                 return read(db, *args)
             except FileProblem as exc:
-                db.warnings.append(f"{what} left out: the file {exc}; its other tables were read")
+                db.left_out.append(f"{exc}: {what} left out, the other tables read")
                 return None
         return tolerant
     return wrap
