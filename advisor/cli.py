@@ -148,7 +148,8 @@ def diagnose_command(
         user = build_context(env or [], env_file or [], context)
         book = _rulebook(rules, skip_broken=True)
         language = lang.value if lang else _locale_language()
-        report = _with_progress(f"Diagnosing {path}", lambda: diagnose(path, lang=language, context=user, rulebook=book))
+        report = _with_progress(f"Diagnosing {path}", lambda: _without_failing_packs(
+            book, lambda rules: diagnose(path, lang=language, context=user, rulebook=rules)))
         _write(report, fmt, output, explain)
         raise typer.Exit(_exit_code(report, fail_on))
 
@@ -386,8 +387,8 @@ def compare_command(
         user = build_context(env or [], env_file or [], context)
         book = _rulebook(rules, skip_broken=True)
         language = lang.value if lang else _locale_language()
-        result = _with_progress(f"Comparing {base} with {target}",
-                                lambda: compare(base, target, book, lang=language, context=user))
+        result = _with_progress(f"Comparing {base} with {target}", lambda: _without_failing_packs(
+            book, lambda rules: compare(base, target, rules, lang=language, context=user)))
         if fmt is OutputFormat.terminal:
             if output is not None:
                 with output.open("w", encoding="utf-8") as handle:
@@ -525,6 +526,25 @@ def _rulebook(packs: list[Path] | None, skip_broken: bool = False):
     from advisor.rulebook import load_rulebook
 
     return load_rulebook(packs, skip_broken=skip_broken) if packs else default_rulebook()
+
+
+def _without_failing_packs(book, run: Callable[[object], T]) -> T:
+    """``run(book)``; when a rule of a pack other than the built-in one fails while it runs, the run is done
+    again without that pack (or, when the failure names no rule, without every such pack), which the report
+    lists as skipped (exit 3). A failure of the built-in rules stays an internal error."""
+    from advisor.rulebook import packs_to_blame, without_packs
+
+    while True:
+        try:
+            return run(book)
+        except Exception as exc:
+            if isinstance(exc, errors.AdvisorError) and not isinstance(exc, errors.EngineError):
+                raise
+            culprits = packs_to_blame(book, exc)
+            if not culprits:
+                raise
+            book = without_packs(book, culprits, f"a rule failed while the diagnosis ran ({type(exc).__name__}: {exc}); "
+                                                 "the diagnosis was made without this pack")
 
 
 def _find_rule(book, rule_id: str):

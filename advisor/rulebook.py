@@ -15,6 +15,7 @@ platform (ascend, gpu) the rule runs on, so gating rules by platform also gates 
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -144,6 +145,30 @@ def load_rulebook(packs: Sequence[Path] = (), *, installed: bool = True, skip_br
     return book
 
 
+def packs_to_blame(book: RuleBook, error: BaseException) -> list[str]:
+    """The roots of the packs (never the built-in one) that a failure while rules ran may come from.
+
+    A failure that names a rule (``rule ID derived an invalid … fact``) blames that rule's pack; one that names
+    no rule blames every pack but the built-in one. Empty when the built-in pack is the one to blame, or the
+    book holds no other pack.
+    """
+    roots = {pack.name: pack.root for pack in book.packs if pack.name != BUILTIN_PACK}
+    text = str(error)
+    named = [rule for rule_id, rule in book.rules.items() if rule_id in text]
+    if named:
+        named.sort(key=lambda rule: -len(rule.id))  # the longest id: team.a.b, not team.a
+        return [roots[named[0].pack]] if named[0].pack in roots else []
+    return sorted(set(roots.values()))
+
+
+def without_packs(book: RuleBook, roots: Sequence[str], reason: str) -> RuleBook:
+    """``book`` loaded again without the packs at ``roots``, which are listed as skipped for ``reason``."""
+    kept = [Path(pack.root) for pack in book.packs if pack.name != BUILTIN_PACK and pack.root not in roots]
+    fresh = load_rulebook(kept, installed=False, skip_broken=True)
+    fresh.skipped = [*book.skipped, *fresh.skipped, *(SkippedPack(root=root, problems=[reason]) for root in roots)]
+    return fresh
+
+
 def installed_packs() -> list[Path]:
     """Pack directories of installed distributions, found through their entry points without importing them.
 
@@ -240,6 +265,10 @@ def _load_rule(root: Path, path: Path, pack: str, problems: list[str], parsed: P
         problems.append(f"{path}:1: the file name must be the rule id ({spec.id}.yaml)")
         return None
     rule_problems, exprs = check_rule(spec)
+    if spec.then.assert_ is not None:
+        rule_problems += [f"then.assert.{name}: {value!r} is not a finite number"
+                          for name, value in spec.then.assert_.values.items()
+                          if isinstance(value, float) and not math.isfinite(value)]
     node = _compose(path) if rule_problems else None
     for problem in rule_problems:
         problems.append(f"{path}:{_line_for_problem(node, problem)}: {problem}")

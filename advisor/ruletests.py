@@ -8,6 +8,7 @@ exactly what that rule does with those facts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -15,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from advisor.engine.evaluate import why_not
 from advisor.engine.session import RuleEngine
+from advisor.errors import EngineError
 from advisor.facts.models import FACT_FAMILIES, Fact
 from advisor.rulebook import Rule, RuleBook
 
@@ -55,7 +57,10 @@ def run_case(engine: RuleEngine, rule: Rule, index: int) -> CaseResult:
         facts = [case_fact(raw, f"case{index}-{n}") for n, raw in enumerate(case.facts)]
     except ValueError as exc:
         return CaseResult(rule.id, case.name, case.expect, None, f"invalid test facts: {exc}")
-    firings = engine.run(facts)
+    try:
+        firings = engine.run(facts)
+    except (EngineError, ArithmeticError, ValueError) as exc:
+        return CaseResult(rule.id, case.name, case.expect, None, f"the rule failed while it ran: {exc}")
     fired = any(f.rule_id == rule.id for f in firings)
     matched = [", ".join(f"{a}={fact.id}" for a, fact in f.matched.items()) for f in firings]
     detail = f"fired {len(firings)} time(s): " + "; ".join(matched) if firings else f"did not fire: {why_not(rule.spec, facts)}"
@@ -79,4 +84,6 @@ def case_fact(raw: dict[str, Any], fact_id: str) -> Fact:
             checked[name] = adapter.validate_python(value)
         except ValidationError as exc:
             raise ValueError(f"{family}.{name}: {exc.errors()[0]['msg']}") from exc
+        if isinstance(checked[name], float) and not math.isfinite(checked[name]):
+            raise ValueError(f"{family}.{name}: {value!r} is not a finite number (facts never hold NaN or infinity)")
     return model.model_construct(id=values.get("id", fact_id), sources=["rule test case"], **checked)

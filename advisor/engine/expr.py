@@ -8,11 +8,19 @@
 
 A reference to a field whose value is unknown makes an expression evaluate to None (unknown) and a
 placeholder render as ``n/a``.
+
+Rule packs are not trusted to be sensible, so everything is bounded when a rule loads (and ``rules lint``
+says so): an expression has at most MAX_EXPRESSION_CHARS characters, MAX_EXPRESSION_NODES parts and
+MAX_EXPRESSION_DEPTH levels of nesting; every number in it is finite and at most MAX_CONSTANT in size, and
+so is every part computed from numbers alone (``1e308*10`` is refused); a format's width is at most
+MAX_FORMAT_WIDTH and its precision at most MAX_FORMAT_PRECISION. At run time an expression whose value is
+not a finite number (an overflow on the facts' values) evaluates to None, like an unknown value.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -30,6 +38,15 @@ _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Z
 
 Resolver = Callable[[str, str], Any]
 
+MAX_EXPRESSION_CHARS = 500
+MAX_EXPRESSION_NODES = 100
+MAX_EXPRESSION_DEPTH = 30
+MAX_CONSTANT = 1e15
+MAX_FORMAT_WIDTH = 64
+MAX_FORMAT_PRECISION = 12
+_FORMAT_SPEC = re.compile(
+    r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d+)?[_,]?(?:\.(?P<precision>\d+))?[bcdeEfFgGnosxX%]?", re.DOTALL)
+
 
 class ExpressionError(ValueError):
     """An expression or template that is not allowed; the message says which part."""
@@ -46,27 +63,60 @@ class Expression:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        shown = text if len(text) <= 80 else text[:77] + "…"
+        if len(text) > MAX_EXPRESSION_CHARS:
+            raise ExpressionError(f"expression {shown!r} is longer than {MAX_EXPRESSION_CHARS} characters")
         try:
             tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as exc:
-            raise ExpressionError(f"expression {text!r} does not parse ({exc.msg})") from exc
+            raise ExpressionError(f"expression {shown!r} does not parse ({exc.msg})") from exc
+        except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
+            raise ExpressionError(f"expression {shown!r} does not parse ({type(exc).__name__})") from exc
         self._tree = tree.body
         self.references: list[Reference] = []
+        nodes = sum(1 for _ in ast.walk(self._tree))
+        if nodes > MAX_EXPRESSION_NODES:
+            raise ExpressionError(f"expression {shown!r} has {nodes} parts, more than {MAX_EXPRESSION_NODES}")
+        depth = _depth(self._tree)
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise ExpressionError(f"expression {shown!r} nests {depth} levels deep, more than {MAX_EXPRESSION_DEPTH}")
         self._check(self._tree)
+        self._check_constant_parts(self._tree)
 
     def evaluate(self, resolve: Resolver) -> Any:
         """Evaluate with ``resolve(alias, field)``; None if any referenced value is unknown."""
         try:
-            return self._eval(self._tree, resolve)
-        except _Unknown:
+            value = self._eval(self._tree, resolve)
+        except (_Unknown, ArithmeticError, RecursionError):  # unknown, divided by zero, overflowed
             return None
-        except ZeroDivisionError:
-            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not _finite(value):
+            return None  # an overflow: as unknown as a missing value
+        return value
+
+    def _check_constant_parts(self, node: ast.AST) -> None:
+        """Every part made of numbers alone must compute to a finite number of bounded size."""
+        if not any(isinstance(n, ast.Attribute) for n in ast.walk(node)):
+            try:
+                value = self._eval(node, lambda _alias, _field: None)
+            except ZeroDivisionError as exc:
+                raise ExpressionError(f"expression {self.text!r}: {ast.unparse(node)!r} divides by zero") from exc
+            except (ArithmeticError, _Unknown) as exc:
+                raise ExpressionError(f"expression {self.text!r}: {ast.unparse(node)!r} overflows") from exc
+            if not _finite(value) or abs(value) > MAX_CONSTANT:
+                raise ExpressionError(f"expression {self.text!r}: {ast.unparse(node)!r} is not a finite number of at "
+                                      f"most {MAX_CONSTANT:.0e}")
+            return
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr) and not isinstance(child, ast.Name):  # a Name is a function's name
+                self._check_constant_parts(child)
 
     def _check(self, node: ast.AST) -> None:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise ExpressionError(f"expression {self.text!r}: only numbers may appear as constants")
+            if not _finite(node.value) or abs(node.value) > MAX_CONSTANT:
+                raise ExpressionError(f"expression {self.text!r}: the number {ast.unparse(node)[:20]} is not finite or "
+                                      f"larger than {MAX_CONSTANT:.0e}")
         elif isinstance(node, ast.Attribute):
             if not isinstance(node.value, ast.Name):
                 raise ExpressionError(f"expression {self.text!r}: references are written alias.field")
@@ -123,6 +173,8 @@ class Template:
                 self.parts.append((Reference(match.group(1), match.group(2)), match.group(3) or ""))
             position = match.end()
         self.parts.append(text[position:])
+        for _reference, spec in self.references:
+            check_format_size(spec)
 
     @property
     def references(self) -> list[tuple[Reference, str]]:
@@ -144,16 +196,30 @@ def format_value(value: Any, spec: str) -> str:
     if value is None:
         return "n/a"
     try:
+        check_format_size(spec)
         return format(value, spec)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError, MemoryError, ExpressionError):
         return str(value)
 
 
+def check_format_size(spec: str) -> None:
+    """Raise ExpressionError for a format spec that is not one, or whose width or precision is over the caps."""
+    match = _FORMAT_SPEC.fullmatch(spec)
+    if match is None:
+        raise ExpressionError(f"format spec {spec[:40]!r} is not a format ([[fill]align][sign][#][0][width][,][.precision][type])")
+    width, precision = match.group("width"), match.group("precision")
+    if width is not None and (len(width) > 4 or int(width) > MAX_FORMAT_WIDTH):
+        raise ExpressionError(f"format spec {spec[:40]!r}: a width over {MAX_FORMAT_WIDTH} characters")
+    if precision is not None and (len(precision) > 4 or int(precision) > MAX_FORMAT_PRECISION):
+        raise ExpressionError(f"format spec {spec[:40]!r}: a precision over {MAX_FORMAT_PRECISION} digits")
+
+
 def check_format_spec(spec: str, sample: Any) -> None:
-    """Raise ExpressionError if ``spec`` cannot format a value like ``sample``."""
+    """Raise ExpressionError if ``spec`` cannot format a value like ``sample`` (or is over the size caps)."""
+    check_format_size(spec)
     try:
         format(sample, spec)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
         raise ExpressionError(f"format spec {spec!r} does not fit a {type(sample).__name__} ({exc})") from exc
 
 
@@ -168,3 +234,21 @@ def resolver(matched: Mapping[str, Mapping[str, Any]]) -> Resolver:
 
 class _Unknown(Exception):
     pass
+
+
+def _finite(value: Any) -> bool:
+    """A number that is finite as a float (a huge int is not: it cannot become one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _depth(node: ast.AST) -> int:
+    depth, level = 0, [node]
+    while level:
+        depth += 1
+        level = [child for parent in level for child in ast.iter_child_nodes(parent)]
+    return depth

@@ -957,11 +957,105 @@ def _non_regular_files() -> list[Case]:
     return cases
 
 
+HOSTILE_RULE = """\
+id: team.r
+title: {{en: Compute is a small share of the step, zh: 计算占比低}}
+category: host-dispatch
+description: {{en: Fires when compute is under half of the step., zh: 计算占比低于一半时触发。}}
+when:
+  all:
+    - fact: breakdown
+      as: b
+      where: {{compute_ratio: {{lt: 0.99}}}}
+then:
+  recommend: [host.task_queue_level]
+  gain_us: {gain}
+{extra}explain: {{en: "Compute is {{b.compute_ratio{spec}}}.", zh: "计算占比 {{b.compute_ratio{spec}}}。"}}
+tests:
+  - name: fires
+    facts: [{{fact: breakdown, scope: rank, rank: 0, compute_ratio: {ratio}}}]
+    expect: fire
+  - name: quiet
+    facts: [{{fact: breakdown, scope: rank, rank: 0, compute_ratio: 0.995}}]
+    expect: quiet
+"""
+
+
+def _hostile_rule(gain: str = "unknown", spec: str = ":.1%", extra: str = "", ratio: str = "0.1") -> bytes:
+    return HOSTILE_RULE.format(gain=gain, spec=spec, extra=extra, ratio=ratio).encode()
+
+
+def _hostile_packs() -> list[Case]:
+    """Rule packs built to break the run: each is refused by lint and skipped by diagnose (exit 3), never exit 70."""
+    loaded = r"advisor: warning: skipped .*pack: rule pack not loaded: \d+ problem\(s\), first: .*team\.r\.yaml:\d+: .*(?:{})"
+    bad = {
+        "gain-overflows": (_hostile_rule(gain="'1e308*10'"), "not finite or larger than"),
+        "gain-product-overflows": (_hostile_rule(gain="'1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15*1e15'"),
+                                   "not a finite number of at most|overflows"),
+        "gain-infinite-literal": (_hostile_rule(gain="'b.compute_us * 1e309'"), "not finite"),
+        "gain-nan-literal": (_hostile_rule(gain=".nan"), "not allowed"),
+        "gain-huge-integer-product": (_hostile_rule(gain="'99999999999999 * 99999999999999 * 99999999999999'"),
+                                      "not a finite number of at most|larger than"),
+        "gain-5000-digit-literal": (_hostile_rule(gain="'" + "9" * 5000 + "'"), "longer than|does not parse"),
+        "gain-1000-unary-minus": (_hostile_rule(gain="'" + "-" * 1000 + "1'"), "longer than|levels deep"),
+        "gain-400-unary-minus": (_hostile_rule(gain="'" + "-" * 400 + "b.compute_us'"), "parts, more than|levels deep"),
+        "gain-deep-unary-minus": (_hostile_rule(gain="'" + "-" * 35 + "b.rank'"), "levels deep"),
+        "gain-many-parts": (_hostile_rule(gain="'" + "+".join(["b.rank"] * 60) + "'"), "parts, more than"),
+        "format-width": (_hostile_rule(spec=":>99999999999"), "width over"),
+        "format-width-100MB": (_hostile_rule(spec=":>100000000"), "width over"),
+        "format-precision": (_hostile_rule(spec=":.99999999f"), "precision over"),
+        "key-format-width": (_hostile_rule(extra="  key: '{b.rank:>999999}'\n".replace("  key", "key_")
+                                           .replace("key_", "") if False else ""), "width over"),
+        "derived-literal-infinite": (HOSTILE_RULE.replace("  recommend: [host.task_queue_level]\n  gain_us: {gain}\n",
+                                                         "  assert: {{fact: bottleneck, values: {{scope: profile, "
+                                                         "kind: host, ratio: .inf}}}}\n")
+                                     .format(gain="", spec=":.1%", extra="", ratio="0.1").encode(), "not a finite"),
+    }
+    del bad["key-format-width"]  # the key is covered below, where the template is the 'key' line itself
+    bad["key-format-width"] = (HOSTILE_RULE.replace("  gain_us: {gain}\n", "  gain_us: {gain}\n  key: '{{b.rank:>999999}}'\n")
+                               .format(gain="unknown", spec=":.1%", extra="", ratio="0.1").encode(), "width over")
+    pack_args = ("--rules", "{dir}/pack", "-f", "json")
+    cases = []
+    for name, (content, problem) in bad.items():
+        cases += [
+            Case(f"hostile-pack/{name}", "single", _pack({"team.r.yaml": content}), 3, (loaded.format(problem),), (),
+                 args=pack_args),
+            Case(f"hostile-pack/{name}/lint", "single", _pack({"team.r.yaml": content}), 1,
+                 (rf"team\.r\.yaml:\d+: .*(?:{problem})",), None, command=("rules", "lint"), target="pack", args=()),
+        ]
+    cases += [
+        # lint refuses a test case holding NaN (the engine cannot take it); diagnose never runs test cases
+        Case("hostile-pack/nan-test-fact/lint", "single", _pack({"team.r.yaml": _hostile_rule(ratio="0.1, compute_us: .inf")}), 1,
+             (r"team\.r\.yaml:\d+: test 'fires': breakdown\.compute_us: .*not a finite number",), None,
+             command=("rules", "lint"), target="pack", args=()),
+        Case("hostile-pack/nan-test-fact/test", "single", _pack({"team.r.yaml": _hostile_rule(ratio="0.1, compute_us: .inf")}), 1,
+             (r"FAIL team\.r: fires .*not a finite number",), None, command=("rules", "test"), target="pack", args=()),
+        # valid at load time, fails at run time: the derived fact is out of its range (ratio 0..1); the pack is left out
+        Case("hostile-pack/derived-fact-out-of-range", "single", _pack({"team.r.yaml": _derives_out_of_range()}), 3,
+             (r"advisor: warning: skipped .*pack: rule pack not loaded: 1 problem\(s\), first: a rule failed while the "
+              r"diagnosis ran \(EngineError: rule team\.r derived an invalid bottleneck fact",), (), args=pack_args),
+        Case("hostile-pack/derived-fact-out-of-range/test", "single", _pack({"team.r.yaml": _derives_out_of_range()}), 1,
+             (r"FAIL team\.r: fires .*the rule failed while it ran: rule team\.r derived an invalid bottleneck fact",),
+             None, command=("rules", "test"), target="pack", args=()),
+        Case("hostile-pack/derived-fact-out-of-range/compare", "single", _pack({"team.r.yaml": _derives_out_of_range()}),
+             3, (r"advisor: note: (base|target): rule pack .*pack: a rule failed while the diagnosis ran",), (),
+             command=("compare",), target="prof", args=("{dir}/prof", "--rules", "{dir}/pack", "-f", "json")),
+    ]
+    return cases
+
+
+def _derives_out_of_range() -> bytes:
+    return (HOSTILE_RULE.replace("  recommend: [host.task_queue_level]\n  gain_us: {gain}\n",
+                                 "  assert: {{fact: bottleneck, values: {{scope: profile, kind: host, "
+                                 "ratio: '= b.compute_ratio * 1000'}}}}\n")
+            .format(gain="", spec=":.1%", extra="", ratio="0.1").encode())
+
+
 def all_cases() -> list[Case]:
     """Every case of the corpus, with unique names."""
     cases = (_file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
              + _db_damage() + _gzip_damage() + _kineto_damage() + _large_inputs()
-             + _non_regular_files())
+             + _non_regular_files() + _hostile_packs())
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases
