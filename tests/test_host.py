@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 from builders import RankSpec, build_rank, skipped_reason
 from conftest import REAL, SAMPLE_SINGLE
@@ -241,3 +242,16 @@ def test_real_optimizer_step_launches_dozens_of_kernels():
     hosts = {h.rank: h for h in extract_facts(load_profile(REAL)).of(HostFact)}
     assert hosts[0].optimizer_kernels_per_step == 58 and hosts[1].optimizer_kernels_per_step == 84
     assert 4000 < hosts[0].optimizer_kernel_us_per_step < 4400
+
+
+def test_synchronisations_are_told_apart_by_what_made_them():
+    from advisor.facts.host import ASCEND_RUNTIME, sync_calls
+
+    apis = pd.DataFrame({"name": ["AscendCL@aclrtSynchronizeStream", "AscendCL@aclrtFree", "AscendCL@aclrtSynchronizeDevice",
+                                  "AscendCL@aclrtSynchronizeStream"],
+                         "tid": 1, "ts": [100.0, 200.0, 210.0, 400.0], "dur": [50.0, 100.0, 20.0, 30.0]})
+    # the first sync is inside a .item() read, the second inside the allocator's aclrtFree, the third the program's own
+    host = pd.DataFrame({"name": ["aten::item", "aten::_local_scalar_dense"], "cat": "cpu_op", "tid": 1,
+                         "ts": [90.0, 95.0], "dur": [70.0, 60.0]})
+    program, items, allocator = sync_calls(apis, host, ASCEND_RUNTIME)
+    assert list(program["ts"]) == [100.0, 400.0] and list(items["ts"]) == [100.0] and list(allocator["ts"]) == [210.0]

@@ -31,7 +31,7 @@ from advisor.facts.communication import (
 from advisor.facts.context import context_fact, core_counts, infer_hardware
 from advisor.facts.gpu import analysis_window, gpu_summary, launch_times, step_windows
 from advisor.facts.hardware import nominal_bandwidth
-from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_calls, dataloader_summary, host_summary
+from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_calls, dataloader_summary, host_summary, sync_calls
 from advisor.facts.idle import attribute_idle, spans
 from advisor.facts.intervals import intersect, length, merged, subtract, union
 from advisor.facts.memory import (
@@ -598,7 +598,8 @@ def _link_facts(profile: Profile, hardware: str | None) -> list[Fact]:
     for row in links.to_dict("records"):
         nominal = nominal_bandwidth(hardware, row["transport"])
         facts.append(LinkFact(
-            id=f"link:r{row['rank']}:{row['group_name']}:{row['src_rank']}-{row['dst_rank']}:{row['transport']}",
+            # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators
+            id=f"link:r{row['rank']}:{row['group']}:{row['src_rank']}-{row['dst_rank']}:{row['transport']}",
             sources=[row["source"]], rank=row["rank"], group=str(row["group_name"]), src_rank=int(row["src_rank"]),
             dst_rank=int(row["dst_rank"]), ranks_are_global=bool(row["ranks_are_global"]), transport=row["transport"],
             size_mb_per_step=float(row["size_mb_per_step"]), time_us_per_step=float(row["time_us_per_step"]),
@@ -734,8 +735,9 @@ def _idle_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
         tasks = pd.DataFrame({"device_ts": gpu["ts"], "launch_ts": gpu["correlation"].map(launch_times(rank.kineto.runtime))})
         source = f"{profile.shown(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
     else:
-        kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame(columns=["start_us", "duration_us"])
-        busy = spans(kernels.rename(columns={"start_us": "ts", "duration_us": "dur"}).dropna(subset=["ts", "dur"]))
+        kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame()
+        timed = {"start_us", "duration_us"} <= set(kernels.columns)  # a kernel table may lack Start Time
+        busy = spans(kernels[["start_us", "duration_us"]].set_axis(["ts", "dur"], axis=1).dropna() if timed else pd.DataFrame())
         lanes = trace.overlap.loc[trace.overlap["lane"] == "Free"]
         device_windows = kernel_step_windows(kernels)
         windows = profiler_step_windows(trace.host) if not lanes.empty else device_windows
@@ -752,7 +754,9 @@ def _idle_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
             "compile": spans(apis.loc[apis["name"].str.match(names.compile)]),
             "allocator": spans(apis.loc[apis["name"].str.match(names.allocator)]),
             "gc": spans(trace.host.loc[trace.host["cat"] == "GC"])}
-    parts = attribute_idle(free, busy, host, spans(apis.loc[apis["name"].str.match(names.sync)]), copies, tasks)
+    program_syncs, item_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
+    parts = attribute_idle(free, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs))
+    item_sync = parts.pop("item_sync")
     count = len(windows)
     step = breakdown.step_time_us if breakdown is not None else float((windows["end"] - windows["start"]).sum()) / count
     idle = length(free) / count
@@ -764,7 +768,7 @@ def _idle_facts(profile: Profile, rank: RankData, breakdown: BreakdownFact | Non
         idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
         **{f"{part}_share_of_step": share(value, step) for part, value in per_step.items()},
         largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
-        dataloader_share_of_idle=share(per_step["dataloader"], idle),
+        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=item_sync / count,
     )]
 
 

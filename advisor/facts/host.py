@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from advisor.facts.intervals import union
 from advisor.facts.windows import inside
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
@@ -67,7 +68,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
     apis = inside(apis, windows)
     host = inside(host, windows)
     compile_calls = apis.loc[apis["name"].str.match(names.compile), "dur"]
-    sync_calls = apis.loc[apis["name"].str.match(names.sync), "dur"]
+    program_syncs, item_syncs, allocator_syncs = sync_calls(apis, host, names)
     launch_calls = apis.loc[apis["name"].str.match(names.launch), "dur"]
     free_calls = apis.loc[apis["name"].str.match(names.free), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
@@ -79,8 +80,10 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
     return {
         "compile_calls_per_step": len(compile_calls) / steps,
         "compile_us_per_step": float(compile_calls.sum()) / steps,
-        "sync_calls_per_step": len(sync_calls) / steps,
-        "sync_us_per_step": float(sync_calls.sum()) / steps,
+        "sync_calls_per_step": len(program_syncs) / steps,
+        "sync_us_per_step": float(program_syncs["dur"].sum()) / steps,
+        "item_sync_calls_per_step": len(item_syncs) / steps,
+        "allocator_sync_calls_per_step": len(allocator_syncs) / steps,
         "launch_calls_per_step": len(launch_calls) / steps,
         "free_calls_per_step": len(free_calls) / steps,
         "free_us_per_step": float(free_calls.sum()) / steps,
@@ -96,6 +99,28 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         **host_gaps(apis, windows, steps),
         **optimizer_kernels(host.loc[host["name"].str.match(OPTIMIZER_STEP)], launches, device, steps),
     }
+
+
+ITEM_READ = re.compile(r"^aten::(item|_local_scalar_dense)$")
+
+
+def sync_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The synchronisation calls split by what made them: (the program's, the subset made by ``.item()`` reads —
+    inside aten::item / aten::_local_scalar_dense —, the allocator's: inside its own free/malloc calls)."""
+    syncs = apis.loc[apis["name"].str.match(names.sync)]
+    in_allocator = _starts_within(syncs, apis.loc[apis["name"].str.match(names.allocator)])
+    program = syncs.loc[~in_allocator]
+    return program, program.loc[_starts_within(program, host.loc[host["name"].str.match(ITEM_READ)])], syncs.loc[in_allocator]
+
+
+def _starts_within(calls: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
+    """Whether each call starts inside one of ``spans`` (overlapping or nested)."""
+    if calls.empty or spans.empty:
+        return np.zeros(len(calls), dtype=bool)
+    merged = union(np.column_stack([spans["ts"].to_numpy(float), (spans["ts"] + spans["dur"]).to_numpy(float)]))
+    starts = calls["ts"].to_numpy(float)
+    slot = np.searchsorted(merged[:, 0], starts, side="right") - 1
+    return (slot >= 0) & (starts <= merged[np.clip(slot, 0, None), 1])
 
 
 def stream_gaps(device: pd.DataFrame, windows: pd.DataFrame, steps: int,

@@ -43,8 +43,9 @@ def until_next_busy(calls: np.ndarray, busy: np.ndarray) -> np.ndarray:
 
 
 def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarray], syncs: np.ndarray,
-                   copies: np.ndarray, tasks: pd.DataFrame) -> dict[str, float]:
-    """µs of ``idle`` (disjoint, sorted) per part of ``PARTS``.
+                   copies: np.ndarray, tasks: pd.DataFrame, item_syncs: np.ndarray = EMPTY) -> dict[str, float]:
+    """µs of ``idle`` (disjoint, sorted) per part of ``PARTS``, and ``item_sync``: the part of ``sync`` that follows
+    the synchronisations made by ``.item()`` reads (``item_syncs``, a subset of ``syncs``).
 
     ``busy``: the device's compute and communication; ``host``: the host spans of each of ``HOST_PARTS``;
     ``syncs``: synchronisation calls; ``copies``: memory copies on the device; ``tasks``: device task starts
@@ -56,6 +57,7 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
         cause = host.get(part, EMPTY)
         out[part] = length(intersect(left, cause))
         left = subtract(left, cause)
+    out["item_sync"] = length(intersect(left, until_next_busy(item_syncs, busy)))
     for part, cause in (("sync", until_next_busy(syncs, busy)), ("copy", copies)):
         out[part] = length(intersect(left, cause))
         left = subtract(left, cause)

@@ -38,6 +38,10 @@ def report_labels(report: Report) -> dict[str, str]:
     words = labels(report.lang)
     if not report.input.steps:
         words.update(per_step=words["in_capture"], of_step=words["of_capture"])
+    if not report.input.format.startswith("ascend"):
+        words["collect_hint"] = words["collect_hint_gpu"]
+    elif report.input.profiler_level in ("Level1", "Level2"):  # the level is right: what is missing is files
+        words["collect_hint"] = words["collect_hint_level1"]
     return words
 
 
