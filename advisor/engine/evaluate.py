@@ -4,6 +4,10 @@ The rule engine (durable-rules) decides what fires; this module only re-reads th
 the same facts to show each comparison with the value it saw. Semantics follow the engine's: a field
 whose value is unknown fails every comparison but ``exists: false``; ``matches``/``imatches`` match the
 whole value; ``not`` holds when no fact of its family passes its tests.
+
+Regexes are matched with Python's ``re``, which backtracks: rule packs cannot nest repetitions (see
+engine/regex.py), and a value longer than MAX_MATCH_CHARS is not matched at all (shown as failing), so that a
+pattern like ``.*a.*b.*`` costs at most a bounded time on a hostile value.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from advisor.engine.spec import FactCondition, NotCondition, Ref, RuleSpec
 from advisor.facts.models import Fact
 
 _MAX_STEPS = 200_000
+MAX_MATCH_CHARS = 16_384
 
 
 @dataclass(frozen=True)
@@ -181,7 +186,9 @@ def holds(op: str, actual: Any, expected: Any) -> bool:
     if op == "in":
         return actual in expected
     if op in ("matches", "imatches"):
-        return isinstance(actual, str) and re.fullmatch(expected, actual, re.I if op == "imatches" else 0) is not None
+        if not isinstance(actual, str) or len(actual) > MAX_MATCH_CHARS:
+            return False
+        return re.fullmatch(expected, actual, re.I if op == "imatches" else 0) is not None
     try:
         return {"gt": actual > expected, "gte": actual >= expected, "lt": actual < expected, "lte": actual <= expected}[op]
     except TypeError:

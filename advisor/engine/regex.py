@@ -11,6 +11,10 @@ Supported: literal characters; ``.``; ``*``, ``+``, ``?`` and ``{m}``/``{m,n}`` 
 (letter, digit or underscore) and a backslash before any punctuation character to make it literal.
 Case-insensitive matching is the ``imatches`` operator, not ``(?i)``. ``.`` matches one byte, so
 patterns over non-ASCII text should use ``.*`` or ``.+`` around it.
+
+A repetition nested inside a repeated group (``(a+)+``, ``(a*b?)*``, ``(x{1,5})+``) is refused: Python's
+``re``, which ``advisor explain`` and ``rules test`` use to show each comparison, backtracks exponentially on
+such patterns when the value does not match.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class _Translator:
         self.out: list[str] = []
         self.atom_open = False  # whether the last emitted token can take a quantifier
         self.repeated = False  # whether a repetition came earlier in the pattern
+        self.groups: list[bool] = []  # for each open group: whether a repetition occurs inside it
+        self.closed_repeats = False  # the last token is ')' of a group with a repetition inside
 
     def run(self) -> str:
         while self.pos < len(self.src):
@@ -66,8 +72,13 @@ class _Translator:
                 if self.repeated:
                     self._check_alternation()
                 self._emit("(", atom=False)
+                self.groups.append(False)
             elif ch == ")":
+                inner = self.groups.pop() if self.groups else False
+                if inner and self.groups:
+                    self.groups[-1] = True
                 self._emit(")", atom=True)
+                self.closed_repeats = inner
             elif ch == "|":
                 self._emit("|", atom=False)
             elif ch in "^$":
@@ -116,6 +127,18 @@ class _Translator:
     def _emit(self, text: str, atom: bool) -> None:
         self.out.append(text)
         self.atom_open = atom
+        self.closed_repeats = False
+
+    def _repetition(self, upper: int | None) -> None:
+        """Note a quantifier that repeats (``upper`` None: unbounded); refuse it on a group that repeats inside."""
+        if upper is not None and upper < 2:
+            return
+        if self.closed_repeats:
+            raise UnsupportedRegex(
+                "nests a repetition inside a repeated group (like '(a+)+'), which takes exponential time on values "
+                "that do not match; repeat the group or its inside, not both (e.g. '(ab)+' or 'a+')")
+        if self.groups:
+            self.groups[-1] = True
 
     def _escape(self) -> None:
         self.pos += 1
@@ -141,6 +164,7 @@ class _Translator:
             raise UnsupportedRegex(f"has the quantifier {ch!r} with nothing to repeat at position {self.pos}")
         if self.pos + 1 < len(self.src) and self.src[self.pos + 1] in "?+":
             raise UnsupportedRegex("uses a lazy or possessive quantifier, which the rule engine cannot run")
+        self._repetition(1 if ch == "?" else None)
         self.repeated = True
         self._emit(ch, atom=False)
 
@@ -150,6 +174,7 @@ class _Translator:
             raise UnsupportedRegex(f"has a '{{' at position {self.pos} that is not a repetition count; write '\\{{'")
         if match.group(2) is not None and not match.group(3):
             raise UnsupportedRegex("uses an open repetition '{m,}'; write '{m,n}' or a '+'/'*' instead")
+        self._repetition(int(match.group(3) or match.group(1)) if len(match.group(3) or match.group(1)) < 6 else None)
         self.repeated = True
         self._emit(match.group(0), atom=False)
         self.pos = match.end() - 1

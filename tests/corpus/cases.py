@@ -570,7 +570,8 @@ def _packs() -> list[Case]:
     ]
     cases += [
         Case("rule-pack/nested-repetition-regex", "single",
-             _pack({"team.r.yaml": _rule("{dominant_overhead: {matches: '(a+)+b'}}")}), 0, args=pack_args),
+             _pack({"team.r.yaml": _rule("{dominant_overhead: {matches: '(a+)+b'}}")}), 3,
+             (loaded.format("nests a repetition inside a repeated group"),), (), args=pack_args),
         Case("rule-pack/valid-pack-loads", "single", _pack({"team.r.yaml": _rule("{compute_ratio: {lt: 0.5}}")}), 0,
              args=pack_args),
         Case("rule-pack/lint-reports-every-file", "single",
@@ -1044,6 +1045,36 @@ def _hostile_packs() -> list[Case]:
     return cases
 
 
+def _regex_cases() -> list[Case]:
+    """Patterns that backtrack exponentially are refused; long values are matched in bounded time."""
+    pack_args = ("--rules", "{dir}/pack", "-f", "json")
+    nested = {"plus-plus": "(a+)+b", "star-in-star": "(a*b?)*c", "counted-in-plus": "(x{1,5})+y", "deep": "((ab+)c)*d"}
+    cases = []
+    for label, pattern in nested.items():
+        content = _rule(f"{{dominant_overhead: {{matches: '{pattern}'}}}}")
+        cases += [
+            Case(f"regex/nested-{label}/lint", "single", _pack({"team.r.yaml": content}), 1,
+                 (r"team\.r\.yaml:\d+: .*nests a repetition inside a repeated group",), None, command=("rules", "lint"),
+                 target="pack", args=()),
+            Case(f"regex/nested-{label}/explain", "single", _pack({"team.r.yaml": content}), 2,
+                 (r"invalid rule or knowledge files", r"nests a repetition"), None, command=("explain", "team.r"),
+                 args=("--rules", "{dir}/pack")),
+        ]
+    cases.append(Case("regex/repeated-group-without-nesting", "single",
+                      _pack({"team.r.yaml": _rule("{dominant_overhead: {matches: '(ab)+c.*'}}")}), 0, args=pack_args))
+
+    def long_alloc_conf(root: Path) -> None:
+        value = "expandable_segments:True," * 8000 + "roundup_power2_divisions:4"  # 200 KB, no conflicting option
+        (root.parent / "job.env").write_text(f"PYTORCH_NPU_ALLOC_CONF={value}\n")
+
+    cases += [
+        Case("regex/long-alloc-conf/diagnose", "single", long_alloc_conf, 0, args=("--env-file", "{dir}/job.env", "-f", "json")),
+        Case("regex/long-alloc-conf/explain", "single", long_alloc_conf, 0, command=("explain", "memory.alloc_conf_conflict"),
+             args=("--env-file", "{dir}/job.env")),
+    ]
+    return cases
+
+
 def _derives_out_of_range() -> bytes:
     return (HOSTILE_RULE.replace("  recommend: [host.task_queue_level]\n  gain_us: {gain}\n",
                                  "  assert: {{fact: bottleneck, values: {{scope: profile, kind: host, "
@@ -1055,7 +1086,7 @@ def all_cases() -> list[Case]:
     """Every case of the corpus, with unique names."""
     cases = (_file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
              + _db_damage() + _gzip_damage() + _kineto_damage() + _large_inputs()
-             + _non_regular_files() + _hostile_packs())
+             + _non_regular_files() + _hostile_packs() + _regex_cases())
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases
