@@ -191,7 +191,7 @@ def _rank_facts(profile: Profile, rank: RankData, hardware: str | None, user: Us
     facts: list[Fact] = []
     warnings: list[str] = []
     steps = _step_facts(profile, rank, warnings)
-    facts.extend(steps)
+    facts.extend(listed_steps(steps, rank.rank, warnings))
     step_numbers = {s.step for s in steps if s.step is not None}
     if not steps and rank.trace is not None:  # no device breakdown, but the host recorded step boundaries
         step_numbers.update(int(n) for n in profiler_step_windows(rank.trace.host)["step"])
@@ -238,6 +238,22 @@ def _step_facts(profile: Profile, rank: RankData, warnings: list[str]) -> list[S
             )
         )
     return facts
+
+
+MAX_STEP_FACTS = 200
+
+
+def listed_steps(steps: list[StepFact], rank: int, warnings: list[str]) -> list[StepFact]:
+    """The step facts a rank lists: all of them up to MAX_STEP_FACTS, else the slowest, the fastest and evenly
+    spaced ones (every figure of the rank, its breakdown included, still covers all its steps)."""
+    if len(steps) <= MAX_STEP_FACTS:
+        return steps
+    times = [s.step_time_us for s in steps]
+    keep = {int(i) for i in np.linspace(0, len(steps) - 1, MAX_STEP_FACTS - 2).round()}
+    keep |= {times.index(max(times)), times.index(min(times))}
+    warnings.append(f"rank {rank}: {len(steps):,} steps; the report lists {len(keep)} of them as step facts (the slowest, "
+                    "the fastest and evenly spaced ones) — the breakdown and every other figure cover all of them")
+    return [steps[i] for i in sorted(keep)]
 
 
 def _steps_from_trace(rank: RankData) -> pd.DataFrame | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from datetime import datetime, timezone
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,7 @@ def discover(path: Path) -> Layout:
             return Layout(format=KINETO_FORMAT, ranks=[RankDir(t, t.parent, None) for t in traces], base=path, warnings=[])
         raise InputError(f"{path}: no profiler output found; {_SUPPORTED_HINT}")
 
+    _one_job(found, path)
     ranks, warnings = _resolve_ranks(found)
     if traces:
         warnings.append(f"{len(traces)} PyTorch trace(s) beside the Ascend output were not read (e.g. "
@@ -131,6 +133,46 @@ def _walk(root: Path) -> tuple[list[Path], list[Path]]:
         traces.extend(here / name for name in sorted(files)
                       if name.endswith(TRACE_SUFFIXES) or _looks_like_kineto(here / name))
     return rank_dirs, traces
+
+
+JOB_GAP_S = 600  # rank directories of one job start capturing within minutes of each other
+
+
+def _one_job(found: list[RankDir], path: Path) -> None:
+    """Refuse a directory holding the output of several jobs (e.g. ``advisor diagnose /tmp``): rank directories whose
+    capture times (``{host}_{pid}_{timestamp}_ascend_pt``) lie more than JOB_GAP_S apart are different runs, and
+    merging them would diagnose a cluster that never existed."""
+    timed = sorted((t, d) for d in found if (t := _capture_seconds(d.path)) is not None)
+    if len(timed) < 2:
+        return
+    jobs: list[list[tuple[float, RankDir]]] = [[timed[0]]]
+    for item in timed[1:]:
+        if item[0] - jobs[-1][-1][0] > JOB_GAP_S:
+            jobs.append([])
+        jobs[-1].append(item)
+    if len(jobs) == 1:
+        return
+    lines = []
+    for number, job in enumerate(jobs, start=1):
+        first = _capture_time(job[0][1].path)
+        stamp = f"{first[:4]}-{first[4:6]}-{first[6:8]} {first[8:10]}:{first[10:12]}"
+        lines.append(f"job {number}: {len(job)} rank director{'y' if len(job) == 1 else 'ies'} captured from {stamp} "
+                     f"(e.g. {display_path(job[0][1].path, path)})")
+    raise InputError(f"{path}: holds the output of {len(jobs)} separate runs (captures more than {JOB_GAP_S // 60} "
+                     f"minutes apart), which advisor will not merge into one cluster: {'; '.join(lines)}. Diagnose the "
+                     "directory of one run, or move each run's rank directories into a directory of its own")
+
+
+def _capture_seconds(path: Path) -> float | None:
+    """The capture start in the directory name as seconds (None when the name carries no timestamp)."""
+    stamp = _capture_time(path)
+    if len(stamp) != 17:
+        return None
+    try:
+        moment = datetime.strptime(stamp[:14], "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return moment.timestamp() + int(stamp[14:]) / 1000
 
 
 def _resolve_ranks(found: list[RankDir]) -> tuple[list[RankDir], list[str]]:
