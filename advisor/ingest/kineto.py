@@ -138,6 +138,8 @@ def read_kineto(path: Path) -> KinetoTrace:
             raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
     if not seen:
         raise FileProblem("has no traceEvents; it is not a PyTorch profiler trace")
+    if bad == seen:
+        raise FileProblem(f"holds no usable event: all {seen} of its traceEvents have fields of unexpected types")
     after = _keys(b"{" + trailer.text.lstrip().lstrip(b",")) if trailer.text.strip() else _Keys()
     warnings = [f"{bad} event(s) with fields of unexpected types were ignored"] if bad else []
     if after is None:
