@@ -289,13 +289,16 @@ def _load_model(path: Path, model: type[M], problems: list[str], parsed: ParsedY
         return None
     try:
         data = parsed.load(text, _parse)
+        try:
+            return _validated(data, model)
+        except (ValidationError, _NotAMapping):
+            reparsed = parsed.reparse(text, _parse)  # a cached document that does not fit: parse the file after all
+            if reparsed is not None:
+                data = reparsed
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problems.append(f"{path}:{line}: invalid YAML ({getattr(exc, 'problem', None) or exc})")
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(f"{path}:1: cannot be read ({exc})")
         return None
     if not isinstance(data, dict):
         problems.append(f"{path}:1: expected a mapping at the top level")
@@ -308,6 +311,16 @@ def _load_model(path: Path, model: type[M], problems: list[str], parsed: ParsedY
             location = ".".join(str(p) for p in error["loc"])
             problems.append(f"{path}:{_line_of(node, error['loc'])}: {location}: {error['msg']}")
         return None
+
+
+class _NotAMapping(ValueError):
+    pass
+
+
+def _validated(data: Any, model: type[M]) -> M:
+    if not isinstance(data, dict):
+        raise _NotAMapping
+    return model.model_validate(data)
 
 
 def _parse(text: str) -> Any:
