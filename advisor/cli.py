@@ -6,9 +6,13 @@ files skipped) · 4 nothing could be diagnosed · 70 internal error. See docs/er
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import signal
+import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -145,11 +149,13 @@ def diagnose_command(
     """Diagnose a profile and print or write the action plan."""
     with _guard(debug):
         fmt = _resolve_format(output_format, output)
+        _refuse_overwriting(output, [path, *(env_file or []), *([context] if context else []), *(rules or [])])
         user = build_context(env or [], env_file or [], context)
         book = _rulebook(rules, skip_broken=True)
         language = lang.value if lang else _locale_language()
         report = _with_progress(f"Diagnosing {path}", lambda: _without_failing_packs(
             book, lambda rules: diagnose(path, lang=language, context=user, rulebook=rules)))
+        _refuse_overwriting(output, _files_read(path, report.coverage))
         _write(report, fmt, output, explain)
         raise typer.Exit(_exit_code(report, fail_on))
 
@@ -384,6 +390,7 @@ def compare_command(
 
     with _guard(debug):
         fmt = _resolve_format(output_format, output)
+        _refuse_overwriting(output, [base, target, *(env_file or []), *([context] if context else []), *(rules or [])])
         user = build_context(env or [], env_file or [], context)
         book = _rulebook(rules, skip_broken=True)
         language = lang.value if lang else _locale_language()
@@ -391,8 +398,7 @@ def compare_command(
             book, lambda rules: compare(base, target, rules, lang=language, context=user)))
         if fmt is OutputFormat.terminal:
             if output is not None:
-                with output.open("w", encoding="utf-8") as handle:
-                    render_comparison_terminal(result, Console(file=handle, width=100, no_color=True))
+                _emit(_terminal_text(lambda console: render_comparison_terminal(result, console)), output)
             else:
                 render_comparison_terminal(result, Console(width=min(Console().width, 120)))
         else:
@@ -612,8 +618,7 @@ def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool
 
     if fmt is OutputFormat.terminal:
         if output is not None:
-            with output.open("w", encoding="utf-8") as handle:
-                render_terminal(report, Console(file=handle, width=100, no_color=True), explain)
+            _emit(_terminal_text(lambda console: render_terminal(report, console, explain)), output)
         else:
             render_terminal(report, Console(width=min(Console().width, 120)), explain)
     else:
@@ -625,15 +630,87 @@ def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool
 
 
 def _emit(text: str, output: Path | None) -> None:
-    """Print a rendered document, or write it to ``output``."""
+    """Print a rendered document, or write it to ``output`` (see write_atomically)."""
     if output is None:
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        write_atomically(output, text)
     except OSError as exc:
         raise errors.InputError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
     _note(f"report written to {output}")
+
+
+def write_atomically(output: Path, text: str) -> None:
+    """Write ``text`` to a new file beside ``output`` and rename it over ``output`` once it is complete.
+
+    On a full disk, or any other failure, the previous file is left as it was and no partial file remains.
+    A symbolic link is followed (the file it points to is replaced); a FIFO or device (``/dev/stdout``) is
+    written directly, as it cannot be replaced.
+    """
+    target = Path(os.path.realpath(output))
+    try:
+        status = target.stat()
+    except FileNotFoundError:
+        status = None
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        if stat.S_ISDIR(status.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        with target.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(descriptor, stat.S_IMODE(status.st_mode) if status is not None else 0o666 & ~mask)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _terminal_text(render: Callable[[Console], None]) -> str:
+    """What a terminal report looks like in a file: 100 columns, no colour."""
+    import io
+
+    buffer = io.StringIO()
+    render(Console(file=buffer, width=100, no_color=True, force_terminal=False))
+    return buffer.getvalue()
+
+
+def _files_read(path: Path, coverage) -> list[Path]:
+    """The input files a diagnosis of ``path`` read, tried or skipped (coverage names them relative to ``path``)."""
+    base = path if path.is_dir() else path.parent
+    names = [*coverage.read, *(s.file for s in coverage.skipped), *(s.file for s in coverage.partly_read)]
+    return [path, *(base / name for name in names)]
+
+
+_INPUT_NAME = re.compile(r"^(profiler_info.*\.json|profiler_metadata\.json|.*\.pt\.trace\.json(\.gz)?|.*\.db|info\.json\.\d+)$")
+
+
+def _refuse_overwriting(output: Path | None, inputs: list[Path]) -> None:
+    """Refuse an output that is one of the inputs: a file given, a file read, or a profiler file under a directory given."""
+    if output is None or not output.exists():
+        return
+    for given in inputs:
+        try:
+            same = os.path.samefile(output, given)
+        except OSError:
+            same = False
+        if not same and given.is_dir() and output.is_file():
+            inside = Path(os.path.realpath(output)).is_relative_to(os.path.realpath(given))
+            same = inside and (_INPUT_NAME.match(output.name) is not None or "ASCEND_PROFILER_OUTPUT" in output.resolve().parts)
+        if same:
+            raise errors.InputError(f"{output}: is an input of this run ({given}); the report would overwrite it — "
+                                    "write it elsewhere")
 
 
 def _exit_code(report: Report, fail_on: FailOn | None) -> int:

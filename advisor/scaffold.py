@@ -84,13 +84,16 @@ def scaffold(rule_id: str, category: str, pack: Path) -> list[Path]:
         pack / "rules" / category / f"{rule_id}.yaml": _RULE,
         pack / "knowledge" / category / f"{rule_id}.yaml": _KNOWLEDGE,
     }
-    existing = [str(p) for p in files if p.exists()]
+    existing = [str(p) for p in files if p.exists() or p.is_symlink()]  # a dangling link is not written through
     if existing:
         raise InputError(f"{', '.join(existing)}: already exists; not overwritten")
     for path, template in files.items():
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(template.format(id=rule_id, category=category), encoding="utf-8")
+            with path.open("x", encoding="utf-8") as handle:  # O_EXCL: never follows a link, never overwrites
+                handle.write(template.format(id=rule_id, category=category))
+        except FileExistsError as exc:
+            raise InputError(f"{path}: already exists; not overwritten") from exc
         except OSError as exc:
             raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
     return list(files)
