@@ -3,12 +3,12 @@ a fact per step (issue #18, item 10)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 from conftest import FIXTURES
 
-from advisor.errors import InputError
 from advisor.facts import StepFact
 from advisor.facts import listed_steps
 from advisor.ingest.discover import discover
@@ -24,9 +24,13 @@ def _copy_run(target, stamp_from: str, stamp_to: str) -> None:
 def test_runs_captured_an_hour_apart_are_not_one_cluster(tmp_path):
     _copy_run(tmp_path, "20251127192733", "20251127192733")
     _copy_run(tmp_path, "20251127192733", "20251127203502")
-    with pytest.raises(InputError, match=r"holds the output of 2 separate runs .* job 1: 2 rank directories captured "
-                                         r"from 2025-11-27 19:27 .* job 2: 2 rank directories captured from 2025-11-27 20:35"):
-        discover(tmp_path)
+    layout = discover(tmp_path)
+    assert [r.path.name for r in layout.ranks] == ["localhost_2231054_20251127203502123_ascend_pt",
+                                                    "localhost_2231055_20251127203502127_ascend_pt"]
+    (warning,) = layout.warnings
+    assert re.fullmatch(r".* holds 2 separate runs \(captures more than 10 minutes apart\), which are not merged into one "
+                        r"cluster: run 1: 2 rank directories captured from 2025-11-27 19:27 \(e\.g\. .*\); run 2: 2 rank "
+                        r"directories captured from 2025-11-27 20:35 .*Diagnosing the newest, run 2; .*", warning)
 
 
 def test_ranks_of_one_run_started_minutes_apart_are_one_job(tmp_path):

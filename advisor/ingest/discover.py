@@ -71,8 +71,9 @@ def discover(path: Path) -> Layout:
             return Layout(format=KINETO_FORMAT, ranks=[RankDir(t, t.parent, None) for t in traces], base=path, warnings=[])
         raise InputError(f"{path}: no profiler output found; {_SUPPORTED_HINT}")
 
-    _one_job(found, path)
+    found, job_warnings = _newest_job(found, path)
     ranks, warnings = _resolve_ranks(found)
+    warnings[:0] = job_warnings
     if traces:
         warnings.append(f"{len(traces)} PyTorch trace(s) beside the Ascend output were not read (e.g. "
                         f"{display_path(traces[0], base)}); diagnose them on their own, or compare with advisor compare")
@@ -138,29 +139,34 @@ def _walk(root: Path) -> tuple[list[Path], list[Path]]:
 JOB_GAP_S = 600  # rank directories of one job start capturing within minutes of each other
 
 
-def _one_job(found: list[RankDir], path: Path) -> None:
-    """Refuse a directory holding the output of several jobs (e.g. ``advisor diagnose /tmp``): rank directories whose
+def _newest_job(found: list[RankDir], path: Path) -> tuple[list[RankDir], list[str]]:
+    """The rank directories of the newest run in ``found``, and a warning naming the others when there are several
+    (e.g. ``advisor diagnose /tmp``, or a job profiled again into the same directory): rank directories whose
     capture times (``{host}_{pid}_{timestamp}_ascend_pt``) lie more than JOB_GAP_S apart are different runs, and
-    merging them would diagnose a cluster that never existed."""
-    timed = sorted((t, d) for d in found if (t := _capture_seconds(d.path)) is not None)
+    merging them would diagnose a cluster that never existed. Directories without a timestamp stay with the newest."""
+    timed = sorted((t, str(d.path), d) for d in found if (t := _capture_seconds(d.path)) is not None)
     if len(timed) < 2:
-        return
-    jobs: list[list[tuple[float, RankDir]]] = [[timed[0]]]
-    for item in timed[1:]:
-        if item[0] - jobs[-1][-1][0] > JOB_GAP_S:
+        return found, []
+    jobs: list[list[RankDir]] = [[timed[0][2]]]
+    for (before, _, _), (moment, _, rank_dir) in zip(timed, timed[1:]):
+        if moment - before > JOB_GAP_S:
             jobs.append([])
-        jobs[-1].append(item)
+        jobs[-1].append(rank_dir)
     if len(jobs) == 1:
-        return
-    lines = []
-    for number, job in enumerate(jobs, start=1):
-        first = _capture_time(job[0][1].path)
-        stamp = f"{first[:4]}-{first[4:6]}-{first[6:8]} {first[8:10]}:{first[10:12]}"
-        lines.append(f"job {number}: {len(job)} rank director{'y' if len(job) == 1 else 'ies'} captured from {stamp} "
-                     f"(e.g. {display_path(job[0][1].path, path)})")
-    raise InputError(f"{path}: holds the output of {len(jobs)} separate runs (captures more than {JOB_GAP_S // 60} "
-                     f"minutes apart), which advisor will not merge into one cluster: {'; '.join(lines)}. Diagnose the "
-                     "directory of one run, or move each run's rank directories into a directory of its own")
+        return found, []
+    runs = "; ".join(f"run {number}: {len(job)} rank director{'y' if len(job) == 1 else 'ies'} captured from "
+                     f"{_shown_stamp(job[0].path)} (e.g. {display_path(job[0].path, path)})"
+                     for number, job in enumerate(jobs, start=1))
+    older = {id(d) for job in jobs[:-1] for d in job}
+    warning = (f"{display_path(path, path.parent)} holds {len(jobs)} separate runs (captures more than "
+               f"{JOB_GAP_S // 60} minutes apart), which are not merged into one cluster: {runs}. Diagnosing the "
+               f"newest, run {len(jobs)}; to diagnose another, give the directory of its rank directories alone")
+    return [d for d in found if id(d) not in older], [warning]
+
+
+def _shown_stamp(path: Path) -> str:
+    stamp = _capture_time(path)
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[8:10]}:{stamp[10:12]}"
 
 
 def _capture_seconds(path: Path) -> float | None:
