@@ -400,7 +400,7 @@ def compare_command(
             if output is not None:
                 _emit(_terminal_text(lambda console: render_comparison_terminal(result, console)), output)
             else:
-                render_comparison_terminal(result, Console(width=min(Console().width, 120)))
+                _to_stdout(lambda: render_comparison_terminal(result, _stdout_console()))
         else:
             _emit({OutputFormat.md: render_comparison_markdown, OutputFormat.html: render_comparison_html,
                    OutputFormat.json: render_comparison_json}[fmt](result), output)
@@ -572,7 +572,85 @@ def main() -> None:
     """
     if errors.is_starting_handler(signal.getsignal(signal.SIGINT)):
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    app()
+    _reserve_standard_streams()
+    try:
+        app()
+    except SystemExit as exc:
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            raise SystemExit(errors.EXIT_OK) from None  # typer's exit on a broken pipe outside a command (--version, --help)
+        raise
+
+
+_CLOSED_STREAMS: set[str] = set()  # standard streams that were closed when the program started
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _reserve_standard_streams() -> None:
+    """Put /dev/null on a standard output or error that was closed at start (``>&-``): no file opened later may
+    take its descriptor, and a report meant for it is refused (exit 2) instead of vanishing."""
+    for descriptor, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != descriptor:
+                os.dup2(null, descriptor)
+                os.close(null)
+            setattr(sys, name, open(descriptor, "w", closefd=False))  # noqa: SIM115 (the process's stream)
+            _CLOSED_STREAMS.add(name)
+
+
+def _silence(name: str) -> None:
+    """Send what is left of a broken standard stream to /dev/null, so that nothing fails when Python flushes it at exit."""
+    stream = getattr(sys, name)
+    try:
+        descriptor = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, descriptor)
+        os.close(null)
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): replace the object
+        setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 (lives as long as the process)
+
+
+def _to_stdout(write: Callable[[], None]) -> None:
+    """Run ``write`` (which prints the report on standard output) and flush it: a closed or failing standard
+    output is an error that names it (exit 2); a reader that went away (``| head``) is not an error."""
+    if "stdout" in _CLOSED_STREAMS:
+        raise errors.InputError("standard output is closed; pass -o FILE to write the report to a file")
+    try:
+        write()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _silence("stdout")
+        raise errors.InputError(f"standard output: cannot write the report ({exc.strerror or exc})") from None
+
+
+def _stdout_console() -> Console:
+    """The console of a report on standard output; a broken pipe is left to _guard (rich would exit 1, --fail-on's code)."""
+    console = Console(width=min(Console().width, 120))
+
+    def broken_pipe() -> None:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    console.on_broken_pipe = broken_pipe  # type: ignore[method-assign]
+    return console
+
+
+def _flushed_stdout() -> int | None:
+    """Flush standard output before the command ends; the exit code to end with instead when that fails."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence("stdout")
+        return errors.EXIT_OK
+    except OSError as exc:
+        _silence("stdout")
+        _note(f"standard output: cannot write the output ({exc.strerror or exc})", level="error")
+        return errors.EXIT_USAGE
+    return None
 
 
 def _with_progress(what: str, work: Callable[[], T]) -> T:
@@ -620,7 +698,7 @@ def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool
         if output is not None:
             _emit(_terminal_text(lambda console: render_terminal(report, console, explain)), output)
         else:
-            render_terminal(report, Console(width=min(Console().width, 120)), explain)
+            _to_stdout(lambda: render_terminal(report, _stdout_console(), explain))
     else:
         _emit({OutputFormat.md: render_markdown, OutputFormat.html: render_html, OutputFormat.json: render_json}[fmt](report),
               output)
@@ -632,7 +710,7 @@ def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool
 def _emit(text: str, output: Path | None) -> None:
     """Print a rendered document, or write it to ``output`` (see write_atomically)."""
     if output is None:
-        sys.stdout.write(text)
+        _to_stdout(lambda: sys.stdout.write(text))
         return
     try:
         write_atomically(output, text)
@@ -742,7 +820,12 @@ def _note_coverage(coverage) -> None:
 
 
 def _note(message: str, level: str = "note") -> None:
-    typer.echo(f"advisor: {level}: {message}", err=True)
+    """One line on standard error; a standard error that cannot be written (a full device) is given up on, never
+    turned into a failure of the run."""
+    try:
+        typer.echo(f"advisor: {level}: {message}", err=True)
+    except OSError:
+        _silence("stderr")
 
 
 @contextmanager
@@ -751,6 +834,9 @@ def _guard(debug: bool) -> Iterator[None]:
     try:
         yield
     except (typer.Exit, typer.Abort, SystemExit):
+        code = _flushed_stdout()
+        if code is not None:
+            raise typer.Exit(code) from None
         raise
     except errors.AdvisorError as exc:
         if debug:
@@ -760,12 +846,19 @@ def _guard(debug: bool) -> Iterator[None]:
     except KeyboardInterrupt:
         _note("interrupted", level="error")
         raise typer.Exit(130) from None
-    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (Python flushes stdio again at exit)
-        sys.stdout = sys.stderr
-        raise typer.Exit(0) from None
+    except BrokenPipeError:  # the reader went away (`| head`): not an error, and not --fail-on's 1
+        _silence("stdout")
+        raise typer.Exit(errors.EXIT_OK) from None
     except Exception as exc:  # a bug: say so, and how to get the details
         if debug:
             raise
+        if isinstance(exc, OSError) and exc.errno in _OUTPUT_ERRNOS:  # printing on a full or failing standard output
+            _silence("stdout")
+            _note(f"standard output: cannot write the output ({exc.strerror or exc})", level="error")
+            raise typer.Exit(errors.EXIT_USAGE) from None
         _note(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", level="error")
         raise typer.Exit(errors.EXIT_INTERNAL) from None
+    else:
+        code = _flushed_stdout()
+        if code is not None:
+            raise typer.Exit(code)
