@@ -657,16 +657,22 @@ def _with_progress(what: str, work: Callable[[], T]) -> T:
     """Run ``work``; on a terminal, show which file is being read (never on a pipe, so JSON stays clean)."""
     from advisor.ingest.ascend import PROGRESS
 
+    from rich.text import Text
+
+    from advisor.render.common import strip_control
+
     stderr = Console(stderr=True)
     if not stderr.is_terminal:
         return work()
     read = {"files": 0, "bytes": 0}
-    with stderr.status(f"{what} …") as status:
+    # Text, not a str: paths and file names are shown as written, never read as rich markup ('[/bad]', '[link=…]')
+    with stderr.status(Text(strip_control(f"{what} …"))) as status:
 
         def show(file: str, size: int) -> None:
             read["files"] += 1
             read["bytes"] += size
-            status.update(f"Reading {file} ({size / 1e6:,.1f} MB; file {read['files']}, {read['bytes'] / 1e6:,.0f} MB so far) …")
+            status.update(Text(strip_control(
+                f"Reading {file} ({size / 1e6:,.1f} MB; file {read['files']}, {read['bytes'] / 1e6:,.0f} MB so far) …")))
 
         token = PROGRESS.set(show)
         try:
@@ -822,8 +828,10 @@ def _note_coverage(coverage) -> None:
 def _note(message: str, level: str = "note") -> None:
     """One line on standard error; a standard error that cannot be written (a full device) is given up on, never
     turned into a failure of the run."""
-    try:
-        typer.echo(f"advisor: {level}: {message}", err=True)
+    from advisor.render.common import strip_control
+
+    try:  # paths and names from the input may hold ANSI/OSC escapes: they are shown, not obeyed
+        typer.echo(strip_control(f"advisor: {level}: {message}"), err=True)
     except OSError:
         _silence("stderr")
 

@@ -22,6 +22,53 @@ def strip_control(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+# Markdown. Text from the input (paths, rank and operator names) is escaped character by character; text from
+# rule packs (knowledge) may use `inline code` but can make no link, image or raw HTML. Bare URLs and e-mail
+# addresses that GitHub/GitLab would turn into links by themselves get a zero-width joiner after the scheme,
+# the "www" or the "@": they read the same and link nowhere.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|~#!])")
+_MD_INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+_AUTOLINK = re.compile(
+    r"(?i)(?<![\w])(https?|ftp|mailto|xmpp)(?=:)"          # scheme://…, mailto:…
+    r"|(?i:(?<![\w.])(www)(?=\.))"                         # www.…
+    r"|(?<=[A-Za-z0-9.+_-])(@)(?=[A-Za-z0-9_-]+\.[A-Za-z0-9])"  # user@host.tld
+)
+ZERO_WIDTH_JOINER = "\u200d"
+
+
+def break_autolinks(text: str) -> str:
+    """``text`` with a zero-width joiner where a Markdown renderer would start an automatic link."""
+    return _AUTOLINK.sub(lambda m: m.group(0) + ZERO_WIDTH_JOINER, text)
+
+
+def html_text(text: str) -> str:
+    """Only &, < and > matter in Markdown text: with them escaped no raw HTML (nor ``<scheme:…>`` link) gets through."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_text(text: str) -> str:
+    """Input-derived text for Markdown: controls removed, HTML and Markdown characters escaped, automatic links
+    broken, on one line."""
+    text = _MD_SPECIAL.sub(r"\\\1", html_text(break_autolinks(strip_control(text))))
+    return " ".join(text.splitlines())
+
+
+def md_knowledge(text: str) -> str:
+    """Knowledge text for Markdown, on one line: `inline code` kept; outside it HTML escaped and brackets escaped,
+    so a rule pack can put no link (``[x](javascript:…)``) and no image (``![x](https://tracker/…)``) into a report."""
+    parts, position = [], 0
+    for match in _MD_INLINE_CODE.finditer(text):
+        parts.append(_md_prose(text[position : match.start()]))
+        parts.append(match.group(0).replace("\n", " "))
+        position = match.end()
+    parts.append(_md_prose(text[position:]))
+    return " ".join("".join(parts).splitlines())
+
+
+def _md_prose(text: str) -> str:
+    return html_text(strip_control(text)).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
 @lru_cache(maxsize=1)
 def _all_labels() -> dict[str, dict[str, str]]:
     return yaml.safe_load((data_dir("reports") / "labels.yaml").read_text(encoding="utf-8"))

@@ -23,6 +23,8 @@ from advisor.render.common import (
     fmt_value,
     gain_text,
     labels,
+    md_knowledge,
+    md_text,
     report_labels,
     strip_control,
     verdict_sentence,
@@ -30,7 +32,6 @@ from advisor.render.common import (
 from advisor.report import Report
 from advisor.resources import data_dir
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|~#!])")
 _INLINE_CODE = re.compile(r"`([^`]+)`")
 
 
@@ -60,10 +61,8 @@ def _figure(chart: Chart | None) -> Markup:
 
 
 def md_escape(text: str) -> str:
-    """Escape Markdown control characters and HTML, and keep the text on one line."""
-    text = _html_text(strip_control(text))
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return " ".join(text.splitlines())
+    """Escape Markdown control characters and HTML, break automatic links, and keep the text on one line."""
+    return md_text(text)
 
 
 def _context(report: Report) -> dict:
@@ -100,7 +99,7 @@ def environment(kind: str) -> Environment:
     if html:
         env.filters["trusted"] = _html_trusted
         return env
-    env.filters["trusted"] = lambda text: Markup(" ".join(_html_text(text).splitlines()))
+    env.filters["trusted"] = lambda text: Markup(md_knowledge(text))  # no links, images or HTML from packs
     env.filters["code"] = lambda text: Markup(str(text).replace("`", "'"))
     env.filters["fence"] = _fence
     env.globals["env_block"] = lambda env_vars: _fence("\n".join(f"export {k}={v}" for k, v in env_vars.items()), "bash")

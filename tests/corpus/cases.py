@@ -647,7 +647,10 @@ HOSTILE_NAMES = {
     "rtl-override": "MatMul\u202egnp.exe",
     "zero-width-and-emoji": "Mat\u200bMul🔥",
     "template-syntax": "{{ 7*7 }}{% raw %}${7*7}",
+    "bare-urls": "MatMul see https://evil.example/x or www.evil.example, mail ops@evil.example",
+    "rich-markup": "[/bad][link=https://evil.example]MatMul[/link][bold]x",
 }
+AUTOLINKED = ("https://evil.example", "www.evil.example", "ops@evil.example")  # what GitHub would link by itself
 
 
 def _poison_names(name: str) -> Callable[[Path], None]:
@@ -663,6 +666,7 @@ def _escaped(name: str, fmt: str) -> Check:
             assert "<script>" not in stdout and "<img src=x" not in stdout, "raw markup from the input reached the report"
         if fmt == "md":
             assert not _markdown_links(stdout), "text from the input became a Markdown link or image"
+            assert not [url for url in AUTOLINKED if url in stdout], "a bare URL from the input would become a link"
         if fmt == "terminal":
             assert "\x1b" not in stdout and "\u202e" not in stdout, "a control sequence from the input reached the terminal"
         if fmt == "json":
@@ -1082,11 +1086,73 @@ def _derives_out_of_range() -> bytes:
             .format(gain="", spec=":.1%", extra="", ratio="0.1").encode())
 
 
+HOSTILE_KNOWLEDGE = """\
+id: team.k
+title: {en: "Fix it ![t](https://tracker.example/t.png)", zh: 修复}
+category: host-dispatch
+problem:
+  en: "Slow. <img src=x onerror=alert(1)> <javascript:alert(1)> [more](javascript:alert(1))"
+  zh: 慢。
+actions:
+  - en: "Click [here](javascript:alert(document.cookie)) and see ![pixel](https://tracker.example/p.png); keep `x[0]` as is."
+    zh: 点击。
+gain:
+  model: {en: "[model](javascript:alert(1))", zh: 模型}
+references:
+  - {title: "[ref](javascript:alert(1))", url: "javascript:alert(1)"}
+"""
+
+
+def _hostile_knowledge(root: Path) -> None:
+    _pack({"team.r.yaml": HOSTILE_RULE.format(gain="unknown", spec=":.1%", extra="", ratio="0.1")
+           .replace("[host.task_queue_level]", "[team.k]").encode()})(root)
+    knowledge = root.parent / "pack" / "knowledge"
+    knowledge.mkdir(parents=True)
+    (knowledge / "team.k.yaml").write_text(HOSTILE_KNOWLEDGE, encoding="utf-8")
+
+
+def _no_pack_links(fmt: str) -> Check:
+    def check(stdout: str, _stderr: str, _directory: Path) -> None:
+        assert "keep" in stdout and "x[0]" in stdout, "the pack's finding is not in the report"
+        if fmt == "md":
+            assert not _markdown_links(stdout), "knowledge from a pack became a Markdown link or image"
+            assert "<img" not in stdout and "<javascript" not in stdout
+        else:
+            assert 'href="javascript' not in stdout and "<img src=x" not in stdout and 'src="https://tracker' not in stdout
+    return check
+
+
+def _rename_rank(name: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / RANK).rename(root / name)
+        (root / name / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(b"x")  # a warning naming the directory
+    return mutate
+
+
+def _no_escapes_on_stderr(_stdout: str, stderr: str, _directory: Path) -> None:
+    assert "\x1b" not in stderr and "\x07" not in stderr and "\u202e" not in stderr, "a control sequence reached stderr"
+
+
+def _injection() -> list[Case]:
+    pack_args = ("--rules", "{dir}/pack")
+    cases = [Case(f"injection/pack-knowledge/{fmt}", "single", _hostile_knowledge, 0, (), None,
+                  args=(*pack_args, "-f", fmt), checks=(_no_pack_links(fmt),)) for fmt in ("md", "html")]
+    names = {"ansi": "rank\x1b[31mRED\x1b[0m_ascend_pt", "osc-link": "rank\x1b]8;;evil.example\x07x\x1b]8;;\x07_ascend_pt",
+             "rich-markup": "rank[/bad][link=evil.example]x_ascend_pt",  # a directory "rank[" holding "bad][link=…"
+             "bidi": "rank\u202egnp.exe_ascend_pt"}
+    for label, name in names.items():
+        cases.append(Case(f"injection/rank-directory-{label}", "single", _rename_rank(name), 3,
+                          (r"advisor: warning: skipped rank.*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details\.csv",), None,
+                          checks=(_no_escapes_on_stderr,)))
+    return cases
+
+
 def all_cases() -> list[Case]:
     """Every case of the corpus, with unique names."""
     cases = (_file_damage() + _csv_damage() + _json_damage() + _structure() + _packs() + _settings() + _hostile()
              + _db_damage() + _gzip_damage() + _kineto_damage() + _large_inputs()
-             + _non_regular_files() + _hostile_packs() + _regex_cases())
+             + _non_regular_files() + _hostile_packs() + _regex_cases() + _injection())
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases
