@@ -404,7 +404,7 @@ def compare_command(
         else:
             _emit({OutputFormat.md: render_comparison_markdown, OutputFormat.html: render_comparison_html,
                    OutputFormat.json: render_comparison_json}[fmt](result), output)
-        for warning in result.warnings:
+        for warning in collapse_repeats(list(result.warnings)):
             _note(warning)
         raise typer.Exit(_compare_exit_code(result, fail_on))
 
@@ -816,13 +816,19 @@ def _locale_language() -> str:
 
 
 def _note_coverage(coverage) -> None:
-    """One warning line per input that was skipped, read in part or read with problems."""
-    for skipped in coverage.skipped:
-        _note(f"skipped {skipped.file}: {skipped.reason}", level="warning")
-    for partial in coverage.partly_read:
-        _note(f"read only part of {partial.file}: {partial.reason}", level="warning")
-    for warning in coverage.warnings:
-        _note(warning, level="warning")
+    """One warning line per input that was skipped, read in part or read with problems (repeats collapsed)."""
+    lines = [f"skipped {skipped.file}: {skipped.reason}" for skipped in coverage.skipped]
+    lines += [f"read only part of {partial.file}: {partial.reason}" for partial in coverage.partly_read]
+    for line in collapse_repeats([*lines, *coverage.warnings]):
+        _note(line, level="warning")
+
+
+def collapse_repeats(messages: list[str]) -> list[str]:
+    """``messages`` in first-seen order, each once; one that came N > 1 times ends with ``(N times)``."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        counts[message] = counts.get(message, 0) + 1
+    return [message if count == 1 else f"{message} ({count} times)" for message, count in counts.items()]
 
 
 def _note(message: str, level: str = "note") -> None:

@@ -1,0 +1,27 @@
+"""Warnings on standard error: a message repeated by many ranks or pieces is printed once, with its count."""
+
+from __future__ import annotations
+
+from advisor import cli
+from advisor.ingest.model import Coverage
+
+
+def test_repeats_are_collapsed_in_first_seen_order():
+    assert cli.collapse_repeats(["b", "a", "b", "c", "b", "a"]) == ["b (3 times)", "a (2 times)", "c"]
+    assert cli.collapse_repeats([]) == []
+
+
+def test_coverage_warnings_are_printed_once_each_with_a_count(capsys):
+    coverage = Coverage()
+    for _ in range(500):
+        coverage.warnings.append("TRACE: 3 event(s) with fields of unexpected types were ignored")
+    coverage.skip("rank0/kernel_details.csv", "is empty")
+    coverage.skip("rank0/kernel_details.csv", "is empty")
+    coverage.warnings.append("another warning")
+    cli._note_coverage(coverage)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "advisor: warning: skipped rank0/kernel_details.csv: is empty (2 times)",
+        "advisor: warning: TRACE: 3 event(s) with fields of unexpected types were ignored (500 times)",
+        "advisor: warning: another warning",
+    ]
