@@ -116,11 +116,6 @@ def _finalize_markdown(value: object) -> object:
     return value if isinstance(value, Markup) else md_escape("" if value is None else str(value))
 
 
-def _html_text(text: str) -> str:
-    """Only &, < and > matter in Markdown text: with them escaped no raw HTML can get through."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _fence(code: str, language: str = "") -> Markup:
     """A fenced code block whose fence is longer than any backtick run inside the code."""
     longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
