@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from os import PathLike
 from pathlib import Path
 
 from advisor.engine.session import Firing, RuleEngine
+from advisor.errors import InputError
 from advisor.facts import BreakdownFact, Fact, FactSet, OperatorFact, extract_facts
 from advisor.ingest import Profile, load_profile
 from advisor.plan import plan_findings, summarize
@@ -19,8 +22,8 @@ from advisor.report import (
     ToolInfo,
 )
 from advisor.rulebook import BUILTIN_PACK, RuleBook, load_rulebook
-from advisor.text import Lang
-from advisor.usercontext import UserContext
+from advisor.text import LANGS, Lang
+from advisor.usercontext import UserContext, resolve_context
 from advisor.version import VERSION
 
 
@@ -62,16 +65,32 @@ def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None
 
 
 def diagnose(
-    path: str | Path, *, lang: Lang = "en", rulebook: RuleBook | None = None, context: UserContext | None = None
+    path: str | Path,
+    *,
+    lang: Lang = "en",
+    rulebook: RuleBook | None = None,
+    context: UserContext | Mapping[str, object] | str | PathLike[str] | None = None,
+    env: Mapping[str, object] | None = None,
 ) -> Report:
-    """Diagnose the profile at ``path`` (with what the user told in ``context``: env vars, model settings).
+    """Diagnose the profile at ``path`` with what the profile does not record: ``env`` and ``context``.
 
-    Raises InputError when ``path`` holds no profile. A profile whose files are partly unusable still
-    gives a report: ``status`` is 'partial' (files or rule packs skipped) or 'empty' (no step or operator
-    data), and ``coverage`` says what was read, missing and skipped.
+    ``env`` is the job's environment variables as a dict (``{"TASK_QUEUE_ENABLE": "2"}``, numbers allowed);
+    ``context`` its model settings as a dict (``{"micro_batch_size": 4, "tensor_parallel": 8}``, the fields
+    of a --context file), the path of such a YAML file, or a UserContext (``usercontext.build_context``),
+    whose variables ``env`` adds to. Raises InputError when ``path`` holds no profile, or naming the bad key
+    or value of ``env``/``context``. A profile whose files are partly unusable still gives a report:
+    ``status`` is 'partial' (files or rule packs skipped) or 'empty' (no step or operator data), and
+    ``coverage`` says what was read, missing and skipped.
     """
+    check_lang(lang)
     book = rulebook or default_rulebook()
-    return build_report(analyse(path, book, context), book, lang, str(path))
+    return build_report(analyse(path, book, resolve_context(context, env)), book, lang, str(path))
+
+
+def check_lang(lang: object) -> None:
+    """InputError unless ``lang`` is a report language."""
+    if lang not in LANGS:
+        raise InputError(f"lang: {lang!r} is not a report language; one of {', '.join(LANGS)}")
 
 
 def build_report(result: Analysis, book: RuleBook, lang: Lang, path: str) -> Report:

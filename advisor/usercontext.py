@@ -3,13 +3,18 @@
 The profiler records only nine environment variables (profiler_metadata.json); TASK_QUEUE_ENABLE,
 CPU_AFFINITY_CONF, HCCL_BUFFSIZE and the model's shape are not in the profile. They come from
 ``--env KEY=VALUE`` (repeatable), ``--env-file FILE`` (KEY=VALUE lines, ``export`` and quotes allowed)
-and ``--context FILE.yaml`` (model settings), and become ``environment`` and ``model`` facts.
+and ``--context FILE.yaml`` (model settings), and become ``environment`` and ``model`` facts. The Python
+API and the MCP server take the same as dicts (``context_from_dicts``, ``resolve_context``), validated the
+same way.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Literal
 
@@ -132,3 +137,70 @@ def _read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: cannot be read ({exc})") from exc
+
+
+def context_from_dicts(
+    env: Mapping[str, object] | None = None,
+    model: Mapping[str, object] | None = None,
+    *,
+    base: UserContext | None = None,
+    env_source: str = "env",
+    model_source: str = "context",
+) -> UserContext:
+    """A UserContext from plain dicts (the Python API, the MCP server), validated as --env and --context are.
+
+    ``env`` maps variable names to values (strings, or numbers written as the shell would: ``2``, ``0.5``);
+    ``model`` holds the settings a --context file would (``{"micro_batch_size": 4, "tensor_parallel": 8}``).
+    Values in ``env`` win over those of ``base``; ``model``, when given, replaces ``base``'s settings.
+    ``env_source`` and ``model_source`` are what the facts name as their source. Raises InputError naming
+    the bad key or field.
+    """
+    context = UserContext(env=dict(base.env), model=base.model, model_source=base.model_source) if base else UserContext()
+    if env is not None:
+        if not isinstance(env, Mapping):
+            raise InputError(f"{env_source}: expected a mapping of variable names to values, got {type(env).__name__}")
+        for name, value in env.items():
+            if not isinstance(name, str) or not _NAME.match(name):
+                raise InputError(f"{env_source}: {name!r} is not a valid variable name")
+            context.env[name] = (_env_value(name, value, env_source), env_source)
+    if model is not None:
+        if not isinstance(model, Mapping):
+            raise InputError(f"{model_source}: expected a mapping of model settings (micro_batch_size: 4, …)")
+        try:
+            context.model = ModelSettings.model_validate(dict(model))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise InputError(f"{model_source}: {problems}") from exc
+        context.model_source = model_source
+    return context
+
+
+def _env_value(name: str, value: object, where: str) -> str:
+    """A variable's value as the job's environment would hold it: text, or a number written out."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return str(value)
+    raise InputError(f"{where}: {name}: expected a string or a number as the value, got {type(value).__name__}")
+
+
+def resolve_context(
+    context: UserContext | Mapping[str, object] | str | PathLike[str] | None = None,
+    env: Mapping[str, object] | None = None,
+) -> UserContext | None:
+    """What the Python API accepts as ``context=`` and ``env=``, as one UserContext (None when neither is given).
+
+    ``context`` is a UserContext (from build_context), a dict of model settings, or the path of a --context
+    YAML file; ``env`` a dict of environment variables, which win over those already in a UserContext.
+    """
+    if context is None and env is None:
+        return None
+    if context is None or isinstance(context, UserContext):
+        return context_from_dicts(env, None, base=context)
+    if isinstance(context, (str, PathLike)):
+        return context_from_dicts(env, None, base=build_context([], [], Path(context)))
+    if isinstance(context, Mapping):
+        return context_from_dicts(env, context)
+    raise InputError(
+        f"context: expected a dict of model settings, the path of a settings file or a UserContext, got {type(context).__name__}"
+    )
