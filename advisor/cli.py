@@ -419,6 +419,16 @@ def _compare_exit_code(result, fail_on: FailOn | None) -> int:
     return errors.EXIT_OK
 
 
+@app.command("mcp")
+def mcp_command(debug: DebugOption = False) -> None:
+    """Serve the advisor to AI assistants over MCP on stdin/stdout (tools: diagnose, facts, explain, compare,
+    rules_list); needs `pip install 'advisor[mcp]'`. See docs/mcp.md."""
+    from advisor.mcp import serve
+
+    with _guard(debug):
+        serve()
+
+
 plan_app = typer.Typer(help="Planners: concrete settings computed from shapes, sizes and measured times.", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
