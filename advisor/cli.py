@@ -25,6 +25,7 @@ from rich.console import Console
 from advisor import errors
 from advisor.diagnose import diagnose
 from advisor.report import Report
+from advisor.text import collapse_repeats
 from advisor.usercontext import UserContext, build_context
 from advisor.version import VERSION
 
@@ -831,14 +832,6 @@ def _note_coverage(coverage) -> None:
     lines += [f"read only part of {partial.file}: {partial.reason}" for partial in coverage.partly_read]
     for line in collapse_repeats([*lines, *coverage.warnings]):
         _note(line, level="warning")
-
-
-def collapse_repeats(messages: list[str]) -> list[str]:
-    """``messages`` in first-seen order, each once; one that came N > 1 times ends with ``(N times)``."""
-    counts: dict[str, int] = {}
-    for message in messages:
-        counts[message] = counts.get(message, 0) + 1
-    return [message if count == 1 else f"{message} ({count} times)" for message, count in counts.items()]
 
 
 def _note(message: str, level: str = "note") -> None:

@@ -22,7 +22,7 @@ from advisor.report import (
     ToolInfo,
 )
 from advisor.rulebook import BUILTIN_PACK, RuleBook, load_rulebook
-from advisor.text import LANGS, Lang
+from advisor.text import LANGS, Lang, collapse_repeats
 from advisor.usercontext import UserContext, resolve_context
 from advisor.version import VERSION
 
@@ -114,9 +114,8 @@ def build_report(result: Analysis, book: RuleBook, lang: Lang, path: str) -> Rep
             missing=profile.coverage.missing,
             skipped=skipped,
             partly_read=[SkippedFile(file=s.file, reason=s.reason) for s in profile.coverage.partly_read],
-            warnings=profile.coverage.warnings
-            + facts.warnings
-            + [f"rule pack {pack.root}: {problem}" for pack in book.skipped for problem in pack.problems],
+            warnings=collapse_repeats(profile.coverage.warnings + facts.warnings
+                                      + [f"rule pack {pack.root}: {problem}" for pack in book.skipped for problem in pack.problems]),
         ),
     )
 

@@ -42,3 +42,11 @@ _CJK_GAP = re.compile(f"(?<=[{_CJK}])\\s+(?=[{_CJK}])")
 def collapse(text: str) -> str:
     """Join the lines of a folded YAML text: one space between words, none between two CJK characters."""
     return _CJK_GAP.sub("", " ".join(text.split()))
+
+
+def collapse_repeats(messages: list[str]) -> list[str]:
+    """``messages`` in first-seen order, each once; one that came N > 1 times ends with ``(N times)``."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        counts[message] = counts.get(message, 0) + 1
+    return [message if count == 1 else f"{message} ({count} times)" for message, count in counts.items()]

@@ -57,3 +57,26 @@ def test_a_capture_of_many_steps_lists_a_sample_of_them():
     assert warnings == ["rank 0: 5,000 steps; the report lists 200 of them as step facts (the slowest, the fastest "
                         "and evenly spaced ones) — the breakdown and every other figure cover all of them"]
     assert listed_steps(steps[:150], 0, warnings) == steps[:150] and len(warnings) == 1
+
+
+def test_a_fifo_or_a_huge_sparse_profiler_info_does_not_stall_discovery(tmp_path):
+    """An unnamed rank directory whose profiler_info.json is a FIFO (no writer) or a 3 GiB sparse file: discovery
+    reads neither (it would wait forever, or read gigabytes) and numbers the rank itself."""
+    import os
+
+    from advisor.ingest.ascend import rank_id_from_dir
+
+    fifo_dir, sparse_dir = tmp_path / "a_ascend_pt", tmp_path / "b_ascend_pt"
+    fifo_dir.mkdir()
+    sparse_dir.mkdir()
+    os.mkfifo(fifo_dir / "profiler_info.json")
+    with open(sparse_dir / "profiler_info.json", "wb") as handle:
+        handle.truncate(3 << 30)
+    import threading
+
+    found: list = []
+    worker = threading.Thread(target=lambda: found.extend([rank_id_from_dir(fifo_dir), rank_id_from_dir(sparse_dir)]),
+                              daemon=True)  # a regression would block forever on the FIFO: fail instead of hanging
+    worker.start()
+    worker.join(timeout=30)
+    assert found == [None, None], "discovery blocked on a FIFO or read a sparse file whole"

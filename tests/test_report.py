@@ -39,11 +39,14 @@ def test_json_is_byte_identical_across_runs():
     assert render_json(advisor.diagnose(REAL)) == render_json(advisor.diagnose(REAL))
 
 
-def test_findings_are_ranked_by_gain_and_traceable_to_facts():
+def test_findings_are_ranked_by_severity_then_gain_and_traceable_to_facts():
     report = advisor.diagnose(SAMPLE_CLUSTER)
-    gains = [f.estimated_gain_us for f in report.findings]
-    known = [g for g in gains if g is not None]
-    assert known == sorted(known, reverse=True) and gains[: len(known)] == known  # estimated first, largest first
+    order = {"high": 0, "medium": 1, "low": 2}
+    assert [order[f.severity] for f in report.findings] == sorted(order[f.severity] for f in report.findings)
+    for severity in order:  # within a severity: estimated first, largest first (an assumed gain counting half)
+        scores = [(f.estimated_gain_us or 0.0) * (0.5 if f.gain_basis == "assumed" else 1.0)
+                  for f in report.findings if f.severity == severity and f.estimated_gain_us is not None]
+        assert scores == sorted(scores, reverse=True)
     fact_ids = {f["id"] for f in report.model_dump()["facts"]}
     for finding in report.findings:
         assert set(finding.trace.facts) <= fact_ids

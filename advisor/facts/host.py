@@ -118,6 +118,8 @@ def _starts_within(calls: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
     if calls.empty or spans.empty:
         return np.zeros(len(calls), dtype=bool)
     merged = union(np.column_stack([spans["ts"].to_numpy(float), (spans["ts"] + spans["dur"]).to_numpy(float)]))
+    if not len(merged):  # only empty spans
+        return np.zeros(len(calls), dtype=bool)
     starts = calls["ts"].to_numpy(float)
     slot = np.searchsorted(merged[:, 0], starts, side="right") - 1
     return (slot >= 0) & (starts <= merged[np.clip(slot, 0, None), 1])

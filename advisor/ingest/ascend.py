@@ -34,7 +34,7 @@ from advisor.ingest.db import (
     read_step_trace,
     read_trace_tables,
 )
-from advisor.ingest.limits import check_size
+from advisor.ingest.limits import check_size, read_bounded
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData, SkippedFile
 from advisor.ingest.paths import display_path
 from advisor.ingest.trace import read_trace
@@ -116,9 +116,9 @@ def rank_id_from_dir(rank_dir: Path) -> int | None:
         match = _INFO_NAME.match(info.name)
         if match and match.group(1) is not None:
             return int(match.group(1))
-        try:
-            content = orjson.loads(info.read_bytes()[:_MAX_JSON_BYTES])
-        except (OSError, ValueError):
+        try:  # bounded and non-blocking: a FIFO or a huge sparse file named profiler_info.json is skipped
+            content = orjson.loads(read_bounded(info, _MAX_JSON_BYTES))
+        except (OSError, ValueError, FileProblem):
             continue
         rank = _as_int(content.get("rank_id")) if isinstance(content, dict) else None
         if rank is not None:
