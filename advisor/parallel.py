@@ -20,6 +20,7 @@ import signal
 import struct
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -163,7 +164,13 @@ class _Pool:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             try:
-                pid = os.fork()
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns whenever the process has other OS threads. Here they are the idle pools of
+                    # native libraries (Arrow's CPU pool, OpenBLAS), which re-create themselves after a fork through
+                    # their own at-fork handlers, and on a terminal the progress line's refresh thread, whose console
+                    # a worker never touches (workers get standard streams of their own).
+                    warnings.filterwarnings("ignore", message=r"This process .* is multi-threaded", category=DeprecationWarning)
+                    pid = os.fork()
             except OSError:
                 os.close(read_end)
                 os.close(write_end)
