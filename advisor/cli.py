@@ -583,13 +583,18 @@ def main() -> None:
     """
     if errors.is_starting_handler(signal.getsignal(signal.SIGINT)):
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    _reserve_standard_streams()
     try:
+        _reserve_standard_streams()
         app()
+    except KeyboardInterrupt:  # outside a command's own handling (parsing the command line, say)
+        _note("interrupted", level="error")
+        raise SystemExit(130) from None
     except SystemExit as exc:
         if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
             raise SystemExit(errors.EXIT_OK) from None  # typer's exit on a broken pipe outside a command (--version, --help)
         raise
+    finally:  # the command has finished: a Ctrl-C while Python shuts down must not print a traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 _CLOSED_STREAMS: set[str] = set()  # standard streams that were closed when the program started
