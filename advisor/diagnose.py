@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
+from advisor.cluster import run as run_cluster
 from advisor.engine.session import Firing, RuleEngine
 from advisor.errors import InputError
 from advisor.facts import BreakdownFact, Fact, FactSet, OperatorFact, extract_facts
@@ -15,11 +17,13 @@ from advisor.ingest import Profile, load_profile
 from advisor.plan import plan_findings, summarize
 from advisor.report import (
     CoverageInfo,
+    DeepRank,
     InputInfo,
     PackUsed,
     Report,
     SkippedFile,
     ToolInfo,
+    TriageInfo,
 )
 from advisor.rulebook import BUILTIN_PACK, RuleBook, load_rulebook
 from advisor.text import LANGS, Lang, collapse_repeats
@@ -55,10 +59,24 @@ class Analysis:
     all_facts: list[Fact]
 
 
-def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None) -> Analysis:
-    """Read the profile at ``path``, extract its facts and run ``book``'s rules on them."""
-    profile = load_profile(Path(path))
-    facts = extract_facts(profile, context)
+def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None, *, scheduler: Any = None,
+            deep: str | None = None, tables: bool = True) -> Analysis:
+    """Read the profile at ``path``, extract its facts and run ``book``'s rules on them.
+
+    With ``tables`` False each rank is read and analysed by one task, then the cross-rank facts are computed here
+    (``advisor.cluster``; ``profile.ranks`` are then RankMetas, without tables, and this process's memory stays flat
+    in the number and size of ranks): ``scheduler`` says where the tasks run (None: ADVISOR_SCHEDULER, else the
+    built-in process pool; 'local': a Dask LocalCluster; 'tcp://host:8786': an existing Dask cluster; or a
+    distributed.Client), ``deep`` whether a cluster of more than 64 ranks is triaged ('auto', the default, or
+    ADVISOR_DEEP) or every rank analysed in depth ('all'). With ``tables`` True (the default, for advisor compare,
+    which reads the kernel tables) every rank is read on this machine and kept in ``profile.ranks``; the facts are
+    the same.
+    """
+    if tables:
+        profile = load_profile(Path(path))
+        facts = extract_facts(profile, context)
+    else:
+        profile, facts = run_cluster(Path(path), context, scheduler=scheduler, deep=deep)
     firings = engine_for(book, profile.platform).run(facts.facts)
     derived = [fact for firing in firings for fact in firing.derived]
     return Analysis(profile, facts, firings, facts.facts + derived)
@@ -71,20 +89,24 @@ def diagnose(
     rulebook: RuleBook | None = None,
     context: UserContext | Mapping[str, object] | str | PathLike[str] | None = None,
     env: Mapping[str, object] | None = None,
+    scheduler: Any = None,
+    deep: str | None = None,
 ) -> Report:
     """Diagnose the profile at ``path`` with what the profile does not record: ``env`` and ``context``.
 
     ``env`` is the job's environment variables as a dict (``{"TASK_QUEUE_ENABLE": "2"}``, numbers allowed);
     ``context`` its model settings as a dict (``{"micro_batch_size": 4, "tensor_parallel": 8}``, the fields
     of a --context file), the path of such a YAML file, or a UserContext (``usercontext.build_context``),
-    whose variables ``env`` adds to. Raises InputError when ``path`` holds no profile, or naming the bad key
+    whose variables ``env`` adds to. ``scheduler`` and ``deep`` choose where ranks are analysed and how many in
+    depth (see ``analyse``). Raises InputError when ``path`` holds no profile, or naming the bad key
     or value of ``env``/``context``. A profile whose files are partly unusable still gives a report:
     ``status`` is 'partial' (files or rule packs skipped) or 'empty' (no step or operator data), and
     ``coverage`` says what was read, missing and skipped.
     """
     check_lang(lang)
     book = rulebook or default_rulebook()
-    return build_report(analyse(path, book, resolve_context(context, env)), book, lang, str(path))
+    analysis = analyse(path, book, resolve_context(context, env), scheduler=scheduler, deep=deep, tables=False)
+    return build_report(analysis, book, lang, str(path))
 
 
 def check_lang(lang: object) -> None:
@@ -149,4 +171,12 @@ def _input_info(path: str, profile: Profile, facts: FactSet) -> InputInfo:
         hardware=context.hardware,
         torch_npu_version=context.torch_npu_version,
         cann_version=context.cann_version,
+        triage=_triage_info(profile.triage),
     )
+
+
+def _triage_info(triage) -> TriageInfo | None:
+    if triage is None:
+        return None
+    return TriageInfo(ranks=triage.ranks, threshold=triage.threshold,
+                      deep=[DeepRank(rank=rank, reasons=why) for rank, why in triage.reasons.items()])

@@ -93,22 +93,24 @@ def can_fork() -> bool:
             and not multiprocessing.current_process().daemon)
 
 
-def fork_map(function: Callable[[Item], Result], items: Sequence[Item]) -> list[Result]:
+def fork_map(function: Callable[[Item], Result], items: Sequence[Item], *, main_works: bool = True) -> list[Result]:
     """``[function(item) for item in items]`` computed by this process and ``jobs() - 1`` forked workers.
 
     Each worker starts on one item and then takes the next ones from the front, while this process takes
     the first item and then the last items no worker has started; the pieces of a worker that dies (killed
     for memory, say) are done here too. Results must pickle; an exception raised by any piece is raised here.
+    With ``main_works`` False this process only collects: ``jobs()`` workers do every piece (when there are two
+    or more of each), so its memory holds the results and never a piece's working set (a rank's tables, say).
 
     Workers ignore SIGINT and are killed when this process dies (parent-death signal); when this process is
     interrupted or a piece fails here, the workers are killed at once, so Ctrl-C ends the run promptly
     whatever they are doing. Each worker sends its results through a pipe of its own, read by a thread here,
     so a worker killed while sending can only end its own pipe early.
     """
-    workers = min(jobs(), len(items)) - 1
-    if workers < 1 or not can_fork():
+    workers = min(jobs(), len(items)) - (1 if main_works else 0)
+    if workers < (1 if main_works else 2) or not can_fork():
         return [function(item) for item in items]
-    return _Pool(function, items, workers).run()
+    return _Pool(function, items, workers, main_works).run()
 
 
 _MISSING = object()
@@ -118,11 +120,12 @@ _FRAME = struct.Struct("<Q")
 class _Pool:
     """Forked workers for one fork_map call (see there)."""
 
-    def __init__(self, function: Callable[[Any], Any], items: Sequence[Any], workers: int) -> None:
-        self.function, self.items, self.workers = function, items, workers
+    def __init__(self, function: Callable[[Any], Any], items: Sequence[Any], workers: int, main_works: bool = True) -> None:
+        self.function, self.items, self.workers, self.main_works = function, items, workers, main_works
+        self.offset = 1 if main_works else 0  # workers start on offset .. offset + workers - 1
         context = multiprocessing.get_context("fork")
         self.lock = context.Lock()
-        self.next = context.RawValue("q", 1 + workers)  # the next item a worker may take; workers start on 1..workers
+        self.next = context.RawValue("q", self.offset + workers)  # the next item a worker may take
         self.end = context.RawValue("q", len(items))  # items from here on were taken by this process
         self.children: dict[int, int] = {}  # pid -> the read end of its pipe
         self.reader: _Reader | None = None
@@ -131,13 +134,14 @@ class _Pool:
         items = self.items
         results: list[Any] = [_MISSING] * len(items)
         try:
-            for first in range(1, 1 + self.workers):
+            for first in range(self.offset, self.offset + self.workers):
                 self._fork(first)
             self.reader = _Reader(list(self.children.values()))
             self.reader.start()
-            results[0] = self.function(items[0])
-            while (index := self._take_last()) is not None:
-                results[index] = self.function(items[index])
+            if self.main_works:
+                results[0] = self.function(items[0])
+                while (index := self._take_last()) is not None:
+                    results[index] = self.function(items[index])
             self.reader.join()
         except BaseException:
             self._stop()
@@ -256,7 +260,7 @@ class _Reader(threading.Thread):
     def __init__(self, pipes: list[int]) -> None:
         super().__init__(name="advisor-results", daemon=True)
         self.pipes = pipes
-        self.frames: list[bytes] = []
+        self.received: list[tuple[int, bool, Any]] = []  # unpickled as each arrives: no result is held twice
 
     def run(self) -> None:
         pending = {pipe: bytearray() for pipe in self.pipes}
@@ -283,11 +287,17 @@ class _Reader(threading.Thread):
             (length,) = _FRAME.unpack_from(buffer)
             if len(buffer) < _FRAME.size + length:
                 return
-            self.frames.append(bytes(buffer[_FRAME.size : _FRAME.size + length]))
+            frame = memoryview(buffer)[_FRAME.size : _FRAME.size + length]
+            try:
+                self.received.append(pickle.loads(frame))
+            except Exception as exc:  # noqa: BLE001 (a result that does not unpickle fails the run, as a failed piece)
+                self.received.append((-1, False, exc))
+            finally:
+                frame.release()
             del buffer[: _FRAME.size + length]
 
     def outcomes(self) -> list[tuple[int, bool, Any]]:
-        return [pickle.loads(frame) for frame in self.frames]
+        return self.received
 
 
 def _send(pipe: int, payload: bytes) -> None:

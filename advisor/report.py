@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +45,21 @@ class ToolInfo(_Model):
     packs: list[PackUsed] = Field(default_factory=list, description="Rule packs in load order, built-in first.")
 
 
+class DeepRank(_Model):
+    rank: int
+    reasons: list[str] = Field(description="Why triage chose it: an extreme (slowest step, most compute, …), a "
+                                           "communicator's straggler, a typical rank, or no step breakdown.")
+
+
+class TriageInfo(_Model):
+    """A cluster larger than the triage threshold: every rank's cluster-level files were read (step breakdown,
+    communication, matrix), and the deep analysis (operators, kernel sequences, memory, host, idle) ran on some ranks."""
+
+    ranks: int = Field(description="Ranks in the profile.")
+    threshold: int = Field(description="Triage applies above this many ranks (deep analysis of all: --deep all).")
+    deep: list[DeepRank] = Field(description="The ranks analysed in depth, and why.")
+
+
 class InputInfo(_Model):
     path: str = Field(description="The path given on the command line.")
     format: str = Field(description="ascend-pytorch, ascend-mindspore, …")
@@ -54,6 +69,15 @@ class InputInfo(_Model):
     hardware: str | None
     torch_npu_version: str | None = None
     cann_version: str | None = None
+    triage: TriageInfo | None = Field(None, description="Present only when triage chose which ranks to analyse in "
+                                                        "depth (absent: every rank was).")
+
+    @model_serializer(mode="wrap")
+    def _without_absent_triage(self, handler):  # an absent triage is left out, not written as null
+        data = handler(self)
+        if self.triage is None:
+            data.pop("triage", None)
+        return data
 
 
 class RankSummary(_Model):

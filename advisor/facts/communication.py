@@ -162,6 +162,36 @@ def outside_waits(rank: int, ops_by_rank: dict[int, pd.DataFrame], sizes: dict[s
     return pd.DataFrame(rows, columns=columns)
 
 
+def outside_waits_of_members(group: str, ops_by_rank: dict[int, pd.DataFrame], size: int | None) -> dict[int, float] | None:
+    """``outside_waits`` of one group for every profiled member at once: rank → ms waiting for members outside the
+    profile. ``ops_by_rank`` holds the op tables of the ranks with ops in ``group``; None when the group's size is
+    unknown or every member is profiled."""
+    members = {r: ops.loc[(ops["kind"] == "collective") & (ops["group"] == group) & ops["start_us"].notna()]
+               for r, ops in ops_by_rank.items()}
+    members = {r: ops for r, ops in members.items() if not ops.empty}
+    if not members or size is None or size <= len(members):
+        return None
+    every = pd.concat([ops.assign(rank=r) for r, ops in members.items()], ignore_index=True)
+    every["step"] = every["step"].fillna(-1)
+    per_op = every.groupby(["step", "op_name"], sort=False)
+    complete = per_op["rank"].transform("nunique") == len(members)
+    every["last_arrival_us"] = per_op["start_us"].transform("max")
+    own = every.loc[complete]
+    end_us = own["start_us"] + own["elapse_ms"] * 1000
+    moving_us = own["transit_ms"].fillna(0.0) * 1000
+    after = (end_us - own["last_arrival_us"] - moving_us).clip(lower=0.0)
+    after = after.clip(upper=(own["elapse_ms"] * 1000 - moving_us).clip(lower=0.0))
+    # each rank's rows in their own order, summed as a Series (the same sum as outside_waits for that rank alone)
+    order = own["rank"].to_numpy().argsort(kind="stable")
+    ranks_sorted = own["rank"].to_numpy()[order]
+    after_sorted = after.iloc[order]
+    found = {}
+    for rank in members:
+        first, last = ranks_sorted.searchsorted(rank, "left"), ranks_sorted.searchsorted(rank, "right")
+        found[rank] = float(after_sorted.iloc[first:last].sum()) / 1000
+    return found
+
+
 def rank_ranges(ranks: list[int]) -> str:
     """'2–7' for consecutive ranks, '0, 2, 4' otherwise (runs of three or more collapse)."""
     ranks = sorted(set(ranks))
@@ -198,24 +228,40 @@ def memberships(groups: dict[str, tuple[int, ...]], matrices: dict[int, pd.DataF
     """Per group hash: its size and members, from parallel_group_info (``groups``: hash → global ranks) and else
     from the communication_matrix links of the profiled ranks (local ranks src → dst; a rank's own local rank is
     the source of its links)."""
+    return memberships_of(groups, {rank: matrix_members(matrix) for rank, matrix in matrices.items()})
+
+
+def matrix_members(matrix: pd.DataFrame | None) -> dict[str, tuple[frozenset[int], int | None]]:
+    """What one rank's communication_matrix tells about each group it links in: the local ranks its links reach,
+    and its own local rank (the most frequent source of its links)."""
+    found: dict[str, tuple[frozenset[int], int | None]] = {}
+    if matrix is None or matrix.empty:
+        return found
+    for group, links in matrix.groupby("group", sort=False):
+        seen = frozenset(int(v) for v in pd.concat([links["src"], links["dst"]]))
+        sources = links["src"].value_counts()
+        found[str(group)] = (seen, int(sources.index[0]) if not sources.empty else None)
+    return found
+
+
+def memberships_of(groups: dict[str, tuple[int, ...]],
+                   evidence: dict[int, dict[str, tuple[frozenset[int], int | None]]]) -> dict[str, Membership]:
+    """``memberships`` from each profiled rank's ``matrix_members``."""
     locals_seen: dict[str, set[int]] = {}
     local_of: dict[str, dict[int, int]] = {}
-    for rank, matrix in matrices.items():
-        if matrix is None or matrix.empty:
-            continue
-        for group, links in matrix.groupby("group", sort=False):
-            locals_seen.setdefault(str(group), set()).update(int(v) for v in pd.concat([links["src"], links["dst"]]))
-            sources = links["src"].value_counts()
-            if not sources.empty:
-                local_of.setdefault(str(group), {})[rank] = int(sources.index[0])
-    found = {}
+    for rank, found in evidence.items():
+        for group, (seen, source) in found.items():
+            locals_seen.setdefault(group, set()).update(seen)
+            if source is not None:
+                local_of.setdefault(group, {})[rank] = source
+    found_groups = {}
     for group in set(groups) | set(locals_seen):
         ranks = groups.get(group)
         seen = locals_seen.get(group, set())
         size = len(ranks) if ranks else (max(seen) + 1 if seen else 0)
         if size >= 1:
-            found[group] = Membership(size, tuple(sorted(ranks)) if ranks else None, local_of.get(group, {}))
-    return found
+            found_groups[group] = Membership(size, tuple(sorted(ranks)) if ranks else None, local_of.get(group, {}))
+    return found_groups
 
 
 def op_traffic(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:

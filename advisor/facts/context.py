@@ -5,46 +5,57 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.facts.models import ContextFact
-from advisor.ingest import Profile, RankData
+from advisor.ingest import Profile
+
+# Profile-wide facts read ranks through these attributes, which a RankData and a RankMeta (facts.rank) both have:
+# rank, path, file(), platform, profiler_info, device_info; a RankMeta also carries hardware_hint, info_file,
+# device_info_file and the kineto_* fields, which ``_meta`` computes for a RankData.
 
 
 def infer_hardware(profile: Profile) -> str | None:
     """The chip family, from the first rank whose kernel_details header tells it."""
-    return next((h for r in profile.ranks if (h := _hardware_from_pmu_columns(r))), None)
+    return next((h for r in profile.ranks if (h := _meta(r).hardware_hint)), None)
 
 
-def core_counts(profile: Profile, rank: RankData) -> dict[str, int | None]:
+def core_counts(profile: Profile, rank) -> dict[str, int | None]:
     """AI Core ('cube') and vector core counts of a rank's device (device info.json), else of any rank's."""
-    device = _device_entry(rank) or next((e for r in profile.ranks if (e := _device_entry(r))), None) or {}
+    device = device_entry(rank.device_info) or next((e for r in profile.ranks if (e := device_entry(r.device_info))), None)
+    return core_counts_of(device)
+
+
+def core_counts_of(device: dict[str, Any] | None) -> dict[str, int | None]:
+    """The core counts of one device's info.json entry."""
+    device = device or {}
     return {"cube": _int(device.get("ai_core_num")), "vector": _int(device.get("aiv_num"))}
 
 
 def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     """Describe the profile from the first rank that has each piece of information."""
     sources: list[str] = []
+    ranks = [_meta(r) for r in profile.ranks]
 
     def first(getter) -> Any:
-        for rank in profile.ranks:
+        for rank in ranks:
             value = getter(rank)
             if value not in (None, ""):
                 return value
         return None
 
-    info_paths = [profile.shown(p) for r in profile.ranks for p in sorted(r.path.glob("profiler_info*.json"))[:1]]
+    info_paths = [profile.shown(r.info_file) for r in ranks if r.info_file is not None]
     sources.extend(info_paths[:1])
-    device = first(_device_entry) or {}
-    if device:
-        sources.extend(profile.shown(p) for p in sorted(profile.ranks[0].path.glob("PROF_*/device_*/info.json.*"))[:1])
-    hardware = infer_hardware(profile)
+    device = first(lambda r: device_entry(r.device_info)) or {}
+    if device and ranks[0].device_info_file is not None:
+        sources.append(profile.shown(ranks[0].device_info_file))
+    hardware = first(lambda r: r.hardware_hint)
     if hardware:
-        sources.append(f"{profile.shown(profile.ranks[0].file('kernel_details.csv'))}[header]")
-    gpu = next((r.kineto for r in profile.ranks if r.kineto is not None and r.kineto.device_name), None)
+        sources.append(f"{profile.shown(ranks[0].file('kernel_details.csv'))}[header]")
+    gpu = next((r for r in ranks if r.kineto_device_name), None)
     if hardware is None and gpu is not None:
-        hardware = gpu.device_name
-        sources.append(f"{profile.shown(gpu.path)}[deviceProperties]")
-    captured = next((r.kineto for r in profile.ranks if r.kineto is not None and r.kineto.settings), None)
+        hardware = gpu.kineto_device_name
+        sources.append(f"{profile.shown(gpu.kineto_path)}[deviceProperties]")
+    captured = next((r for r in ranks if r.kineto_settings), None)
     if captured is not None:
-        sources.append(f"{profile.shown(captured.path)}[header: record_shapes, profile_memory, with_stack]")
+        sources.append(f"{profile.shown(captured.kineto_path)}[header: record_shapes, profile_memory, with_stack]")
 
     return ContextFact(
         id="context",
@@ -59,7 +70,7 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         ai_core_count=_int(device.get("ai_core_num")),
         vector_core_count=_int(device.get("aiv_num")),
         aic_frequency_mhz=_float(device.get("aic_frequency")),
-        rank_count=max(len(profile.ranks), 1),
+        rank_count=max(len(ranks), 1),
         step_count=len(steps),
         has_step_info=bool(steps),
         record_shapes=first(lambda r: _bool(_common(r).get("record_shapes"))),
@@ -68,39 +79,47 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     )
 
 
-def _hardware_from_pmu_columns(rank: RankData) -> str | None:
-    """A2/A3 ('stars') chips prefix PMU columns with aic_/aiv_; A1 (Ascend 910) writes them bare."""
-    if rank.kernels is None:
-        return None
-    header = set(rank.kernels.header)
-    if any(h.startswith(("aic_", "aiv_")) for h in header):
+def _meta(rank):
+    """A RankMeta of ``rank`` (itself when it is one)."""
+    if hasattr(rank, "hardware_hint"):
+        return rank
+    from advisor.facts.rank import RankMeta  # rank.py imports this module
+
+    return RankMeta.of(rank)
+
+
+def hardware_from_header(header: list[str]) -> str | None:
+    """A2/A3 ('stars') chips prefix PMU columns with aic_/aiv_ in kernel_details; A1 (Ascend 910) writes them bare."""
+    names = set(header)
+    if any(h.startswith(("aic_", "aiv_")) for h in names):
         return "Atlas A2/A3 (Ascend 910B/910C)"
-    if {"mac_ratio", "vec_ratio"} & header or {"mac_time(us)", "vec_time(us)"} & header:
+    if {"mac_ratio", "vec_ratio"} & names or {"mac_time(us)", "vec_time(us)"} & names:
         return "Atlas A1 (Ascend 910)"
     return None
 
 
-def _device_entry(rank: RankData) -> dict[str, Any] | None:
-    entries = rank.device_info.get("DeviceInfo")
+def device_entry(device_info: dict[str, Any]) -> dict[str, Any] | None:
+    """The first DeviceInfo entry of a device's info.json."""
+    entries = device_info.get("DeviceInfo") if isinstance(device_info, dict) else None
     if isinstance(entries, list) and entries and isinstance(entries[0], dict):
         return entries[0]
     return None
 
 
-def _config(rank: RankData) -> dict[str, Any]:
+def _config(rank) -> dict[str, Any]:
     config = rank.profiler_info.get("config")
     return config if isinstance(config, dict) else {}
 
 
-def _experimental(rank: RankData) -> dict[str, Any]:
+def _experimental(rank) -> dict[str, Any]:
     value = _config(rank).get("experimental_config")
     return value if isinstance(value, dict) else {}
 
 
-def _common(rank: RankData) -> dict[str, Any]:
+def _common(rank) -> dict[str, Any]:
     """The profiler's capture settings: profiler_info's common_config, or a PyTorch trace's header."""
-    if rank.kineto is not None:
-        return rank.kineto.settings
+    if rank.kineto_settings is not None:
+        return rank.kineto_settings
     value = _config(rank).get("common_config")
     return value if isinstance(value, dict) else {}
 

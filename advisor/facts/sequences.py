@@ -90,11 +90,22 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int, collectives
     candidate. Times are means over the pairs of one (pattern, MatMul shape, dtype), so a row never labels a mean of
     several shapes with one of them.
     """
-    columns = ["pattern", "count_per_step", "matmul_us", "comm_us", "m", "k", "n", "dtype", "group", "payload_mb",
-               "matmul_mb"]
     if len(timeline) < 2 or collectives is None or collectives.empty:
-        return pd.DataFrame(columns=columns)
-    groups = groups or {}
+        return pd.DataFrame(columns=MC2_COLUMNS)
+    return mc2_candidates(mc2_pairs(timeline, collectives), step_count, groups)
+
+
+MC2_COLUMNS = ["pattern", "count_per_step", "matmul_us", "comm_us", "m", "k", "n", "dtype", "group", "payload_mb",
+               "matmul_mb"]
+PAIR_COLUMNS = ["pattern", "step", "op_name", "matmul_us", "comm_us", "shapes", "dtypes", "group", "transit_mb"]
+
+
+def mc2_pairs(timeline: pd.DataFrame, collectives: pd.DataFrame) -> pd.DataFrame:
+    """The first half of ``matmul_collective_pairs``, which needs only one rank: every MatMul→AllReduce,
+    MatMul→ReduceScatter and AllGather→MatMul pair of the timeline whose collective is in ``collectives``, with the
+    collective's group and the MB it sent (one row per pair, patterns in name order)."""
+    if len(timeline) < 2 or collectives is None or collectives.empty:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
     nxt = timeline.shift(-1)
     same_step = (timeline["step"] == nxt["step"]) | (timeline["step"].isna() & nxt["step"].isna())
     is_matmul = ~timeline["is_comm"] & timeline["type"].str.match(MATMUL)
@@ -107,7 +118,7 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int, collectives
     sizes = collectives.assign(step=pd.to_numeric(collectives["step"], errors="coerce").astype("float64"))
     sizes = sizes.groupby(["step", "op_name"], dropna=False, sort=False).agg(
         group=("group", "first"), transit_mb=("transit_mb", "sum")).reset_index()
-    rows = []
+    found = []
     for pattern, mask in sorted(kinds.items()):
         mask = mask.fillna(False).astype(bool)
         if not mask.any():
@@ -121,7 +132,19 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int, collectives
             "shapes": matmul["shapes"].fillna("").astype(str).to_numpy(),
             "dtypes": matmul["dtypes"].fillna("").astype(str).to_numpy(),
         }).merge(sizes, on=["step", "op_name"], how="inner")
-        for (shape_text, dtype_text), same in pairs.groupby(["shapes", "dtypes"], sort=True):
+        if not pairs.empty:
+            found.append(pairs.assign(pattern=pattern)[PAIR_COLUMNS])
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=PAIR_COLUMNS)
+
+
+def mc2_candidates(pairs: pd.DataFrame, step_count: int,
+                   groups: dict[str, tuple[str | None, int | None]] | None = None) -> pd.DataFrame:
+    """The second half of ``matmul_collective_pairs``: the pairs of ``mc2_pairs`` whose collective carries the
+    MatMul's data in a group that can be tensor-parallel (``groups``: hash → (name, size), from every rank)."""
+    groups = groups or {}
+    rows = []
+    for pattern, of_pattern in pairs.groupby("pattern", sort=True):
+        for (shape_text, dtype_text), same in of_pattern.groupby(["shapes", "dtypes"], sort=True):
             m, k, n = _matmul_dims(shape_text)
             dtype = _DTYPES.get(dtype_text.split(";")[0].strip().upper())
             if m is None or k is None or n is None:
@@ -145,7 +168,7 @@ def matmul_collective_pairs(timeline: pd.DataFrame, step_count: int, collectives
                 "payload_mb": float(kept["transit_mb"].map(lambda t: sum(_payload(pattern, t, size)) / 2).mean()),
                 "matmul_mb": matmul_mb,
             })
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=MC2_COLUMNS)
 
 
 _BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int8": 1}

@@ -9,7 +9,7 @@ from advisor.ingest.discover import KINETO_FORMAT, Layout, RankDir, discover
 from advisor.ingest.model import Coverage, CsvTable, Profile, RankData
 from advisor.parallel import fork_map
 
-__all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile"]
+__all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile", "number_traces"]
 
 
 def load_profile(path: Path) -> Profile:
@@ -26,10 +26,33 @@ def load_profile(path: Path) -> Profile:
     return Profile(root=path, base=layout.base, format=layout.format, ranks=ranks, coverage=coverage)
 
 
-def _read_rank(found: RankDir, base: Path) -> tuple[RankData, Coverage]:
-    """One rank directory and what reading it recorded (ranks are read on several cores when there are several)."""
+def _read_rank(found: RankDir, base: Path, survey: bool = False) -> tuple[RankData, Coverage]:
+    """One rank directory and what reading it recorded (ranks are read on several cores when there are several);
+    ``survey``: only its cluster-level files (see read_rank)."""
     coverage = Coverage()
-    return read_rank(found.path, found.output_dir, found.rank, base, coverage), coverage
+    return read_rank(found.path, found.output_dir, found.rank, base, coverage, survey=survey), coverage
+
+
+def number_traces(recorded: list[int]) -> tuple[list[int], list[tuple[int, str]]]:
+    """The rank of each trace read (in the order found) from the one it records (-1: none): a missing or repeated one
+    gets the next free number. Returns the numbers and, for each renumbered trace, (its index, why) to warn with."""
+    numbers = list(recorded)
+    taken: set[int] = set()
+    renumber = []
+    for index, rank in enumerate(recorded):
+        if rank < 0 or rank in taken:
+            renumber.append(index)
+        else:
+            taken.add(rank)
+    notes = []
+    for index in renumber:
+        number = next(n for n in range(len(recorded) + len(taken) + 1) if n not in taken)
+        why = "records no rank" if recorded[index] < 0 else f"repeats rank {recorded[index]}"
+        if recorded[index] >= 0 or len(recorded) > 1:
+            notes.append((index, f"{why} (distributedInfo); numbered rank {number}"))
+        numbers[index] = number
+        taken.add(number)
+    return numbers, notes
 
 
 def _read_traces(layout: Layout, coverage: Coverage) -> list[RankData]:
@@ -49,20 +72,10 @@ def _read_traces(layout: Layout, coverage: Coverage) -> list[RankData]:
     for rank in found:
         if rank.kineto is not None and rank.kineto.truncation is not None:
             reader.partly_read(rank.path, rank.kineto.truncation)
-    taken: set[int] = set()
-    renumber = []
-    for rank in found:
-        if rank.rank < 0 or rank.rank in taken:
-            renumber.append(rank)
-        else:
-            taken.add(rank.rank)
-    for rank in renumber:
-        number = next(n for n in range(len(found) + len(taken) + 1) if n not in taken)
-        why = "records no rank" if rank.rank < 0 else f"repeats rank {rank.rank}"
-        if rank.rank >= 0 or len(found) > 1:
-            coverage.warnings.append(f"{reader.shown(rank.path)}: {why} (distributedInfo); numbered rank {number}")
+    numbers, notes = number_traces([rank.rank for rank in found])
+    coverage.warnings.extend(f"{reader.shown(found[index].path)}: {why}" for index, why in notes)
+    for rank, number in zip(found, numbers):
         rank.rank = number
-        taken.add(number)
     found.sort(key=lambda r: r.rank)
     attach_nccl_waits(found)
     return found

@@ -18,7 +18,7 @@ import orjson
 import pandas as pd
 
 from advisor.ingest.communication import parse_communication, parse_matrix
-from advisor.ingest.csvtable import Column, read_csv_table
+from advisor.ingest.csvtable import Column, read_csv_table, read_header
 from advisor.ingest.db import (
     ANALYSIS_DB,
     DbTables,
@@ -126,11 +126,15 @@ def rank_id_from_dir(rank_dir: Path) -> int | None:
     return None
 
 
-def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage: Coverage) -> RankData:
+def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage: Coverage, *,
+              survey: bool = False) -> RankData:
     """Read every file this version of the tool uses from one rank directory.
 
     The text export is read when its CSVs are there; otherwise the DB export (ascend_pytorch_profiler_{rank}.db
-    and analysis.db) when it is — never both, so a directory holding both is not counted twice.
+    and analysis.db) when it is — never both, so a directory holding both is not counted twice. ``survey`` reads
+    only the cluster-level files (SURVEY_FILES: the step breakdown, communication and the matrix, with
+    profiler_info, profiler_metadata and the device's info.json) and the header line of kernel_details.csv, as
+    triage does for the ranks it does not analyse in depth.
     """
     data = RankData(rank=rank, path=rank_dir, output_dir=output_dir)
     reader = Reader(base, coverage)
@@ -150,7 +154,9 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
         data.device_id = _as_int(device_info_file.name.rsplit(".", 1)[-1])
 
     if from_db:
-        _read_db_export(data, database, reader)
+        _read_db_export(data, database, reader, survey)
+    elif survey:
+        _survey_text_export(data, output_dir, reader)
     else:
         _read_text_export(data, output_dir, reader)
     if data.device_id is None:
@@ -175,7 +181,22 @@ def _read_text_export(data: RankData, output_dir: Path, reader: Reader) -> None:
         reader.partly_read(trace, data.trace.truncation)
 
 
-def _read_db_export(data: RankData, database: Path, reader: Reader) -> None:
+SURVEY_FILES = ("step_trace_time.csv", "communication.json", "communication_matrix.json")
+
+
+def _survey_text_export(data: RankData, output_dir: Path, reader: Reader) -> None:
+    """The cluster-level files of a rank, and the header of its kernel table (which tells the chip)."""
+    data.step_trace = reader.read(output_dir / "step_trace_time.csv", _csv(STEP_TRACE_COLUMNS))
+    data.communication = reader.read(output_dir / "communication.json", _communication)
+    data.matrix = reader.read(output_dir / "communication_matrix.json", _matrix)
+    kernels = output_dir / "kernel_details.csv"
+    try:  # a regular file only: a FIFO would never end
+        data.kernel_header = [h.strip() for h in read_header(kernels)] if kernels.is_file() else None
+    except (OSError, FileProblem):
+        data.kernel_header = None
+
+
+def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool = False) -> None:
     """The DB export: every table from the profiler DB and analysis.db, none from text files."""
     analysis = database.parent / ANALYSIS_DB
     data.export = "db"
@@ -188,6 +209,8 @@ def _read_db_export(data: RankData, database: Path, reader: Reader) -> None:
     def profiler_tables(path: Path, warnings: list[str]) -> dict[str, Any]:
         with open_db(path) as connection:
             tables = DbTables(connection, warnings)
+            if survey:  # only what the cluster-level facts use
+                return {"metadata": read_metadata(tables, path)}
             found = {"metadata": read_metadata(tables, path), "kernels": read_kernels(tables, path),
                      "memory_record": read_memory_record(tables, path),
                      "operator_memory": read_operator_memory(tables, path),
@@ -212,6 +235,8 @@ def _read_db_export(data: RankData, database: Path, reader: Reader) -> None:
     expected = {"kernels": (database, "TASK, COMPUTE_TASK_INFO"), "memory_record": (database, "MEMORY_RECORD"),
                 "trace": (database, "TASK"), "step_trace": (analysis, "StepTraceTime"),
                 "communication": (analysis, "CommAnalyzerTime")}
+    if survey:
+        expected = {name: where for name, where in expected.items() if where[0] == analysis}
     for name, (path, tables) in expected.items():
         if getattr(data, name) is None and path.is_file() and not reader.was_skipped(path):
             reader.coverage.missing.append(f"{display_path(path, reader.base)}[{tables}]")

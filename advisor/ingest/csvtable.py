@@ -116,6 +116,11 @@ def _decode_cells(table: pa.Table, warnings: list[str]) -> pa.Table:
     return pa.table(columns, names=table.column_names)
 
 
+def read_header(path: Path) -> list[str]:
+    """The header line's cells, as the file writes them."""
+    return _read_header(path)
+
+
 def _read_header(path: Path) -> list[str]:
     with path.open("rb") as handle:
         head = handle.read(_HEADER_PROBE_BYTES)

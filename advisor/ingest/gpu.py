@@ -102,27 +102,37 @@ def nccl_collectives(trace: KinetoTrace, steps: pd.Series) -> pd.DataFrame:
 def attach_nccl_waits(ranks: list[RankData]) -> None:
     """Give each GPU rank communication tables from its NCCL kernels matched across ranks (2+ ranks only)."""
     gpu_ranks = [r for r in ranks if r.kineto is not None and r.kernels is not None]
-    if len(gpu_ranks) < 2:
-        return
-    per_rank = {r.rank: nccl_collectives(r.kineto, r.kernels.frame["step"]) for r in gpu_ranks}
+    matched = match_nccl({r.rank: nccl_collectives(r.kineto, r.kernels.frame["step"]) for r in gpu_ranks})
+    for rank in gpu_ranks:
+        if rank.rank in matched:
+            rank.communication = CommunicationTables(ops=matched[rank.rank], traffic=pd.DataFrame(
+                columns=["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"]))
+
+
+def match_nccl(per_rank: dict[int, pd.DataFrame]) -> dict[int, pd.DataFrame]:
+    """Each rank's communication ops from the NCCL kernels of every rank (``nccl_collectives`` per rank, in rank
+    order): a collective is matched across ranks by step, type and order; its transit is the fastest rank's duration
+    and the rest of each rank's is waiting. Only collectives seen on every rank count; 2+ ranks only."""
+    if len(per_rank) < 2:
+        return {}
     everything = pd.concat([f.assign(rank=rank) for rank, f in per_rank.items()], ignore_index=True)
     if everything.empty:
-        return
+        return {}
     key = ["step", "op_type", "order"]
     seen = everything.groupby(key)["rank"].transform("nunique")
     fastest = everything.groupby(key)["dur"].transform("min")
     matched = everything.assign(transit=fastest.where(seen == len(per_rank)))
-    for rank in gpu_ranks:
-        rows = matched.loc[(matched["rank"] == rank.rank) & matched["transit"].notna()]
+    found = {}
+    for rank in per_rank:
+        rows = matched.loc[(matched["rank"] == rank) & matched["transit"].notna()]
         if rows.empty:
             continue
         kind = rows["op_type"].str.lower().map(lambda op: "p2p" if op in _P2P else "collective")
-        ops = pd.DataFrame({
+        found[rank] = pd.DataFrame({
             "step": rows["step"].replace("", None), "kind": kind,
             "op_name": rows["op_type"] + "#" + rows["order"].astype(str), "group": "nccl",
             "elapse_ms": rows["dur"] / 1000, "transit_ms": rows["transit"] / 1000,
             "wait_ms": (rows["dur"] - rows["transit"]) / 1000, "synchronization_ms": 0.0, "idle_ms": 0.0,
             "start_us": rows["ts"],
         }).reset_index(drop=True)
-        traffic = pd.DataFrame(columns=["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"])
-        rank.communication = CommunicationTables(ops=ops, traffic=traffic)
+    return found

@@ -22,6 +22,7 @@ every event before the cut. A ``.gz`` trace is decompressed as it is read, withi
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -146,6 +147,28 @@ def read_kineto(path: Path) -> KinetoTrace:
         warnings.append("the keys after traceEvents are not valid JSON and were ignored")
         after = _Keys()
     return _trace(path, before, after, rows, cut.reason, warnings)
+
+
+_HINT_BYTES = 64 << 10
+
+
+def rank_hint(path: Path) -> int | None:
+    """The rank a trace records in distributedInfo when the keys before traceEvents (in its first 64 KiB) say it;
+    None when they do not (the trace is read whole to know). Never raises: a bad file is the reader's to report."""
+    if not path.is_file():  # a FIFO would never end
+        return None
+    try:
+        with open_binary(path) as handle:
+            head = handle.read(_HINT_BYTES)
+    except (OSError, EOFError, ValueError, zlib.error, FileProblem):
+        return None
+    found = _EVENTS_KEY.search(head)
+    if found is None or not head.lstrip().startswith(b"{"):
+        return None
+    keys = _keys(head[:found.start()].rstrip().rstrip(b",") + b"}")
+    if keys is None or keys.distributedInfo is None:
+        return None
+    return keys.distributedInfo.rank
 
 
 def _keys(document: bytes) -> _Keys | None:

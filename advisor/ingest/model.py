@@ -88,6 +88,7 @@ class RankData:
     platform: str = "ascend"  # "gpu" for a Kineto trace
     kineto: KinetoTrace | None = None  # the trace's own tables (GPU ranks)
     stand_ins: dict[str, Path] = field(default_factory=dict)  # text file name -> the DB file its table came from
+    kernel_header: list[str] | None = None  # kernel_details.csv's header, when only it was read (triage's survey)
 
     def file(self, name: str) -> Path:
         """The file the table of the text export file ``name`` was read from."""
@@ -101,8 +102,9 @@ class Profile:
     root: Path
     base: Path
     format: str
-    ranks: list[RankData]
+    ranks: list[RankData]  # or their facts.rank.RankMeta (no tables) after advisor.cluster's run
     coverage: Coverage
+    triage: Any = None  # advisor.cluster.Triage: which ranks were analysed in depth and why (None: all of them)
     _shown: dict[Path, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property

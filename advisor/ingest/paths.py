@@ -23,3 +23,18 @@ def _resolved(path: Path) -> Path | None:
         return path.resolve()
     except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop (Python < 3.13)
         return None
+
+
+class Shown:
+    """``display_path`` against one base, remembered per path (every fact names its files, and resolving paths costs
+    system calls)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._seen: dict[Path, str] = {}
+
+    def __call__(self, path: Path) -> str:
+        shown = self._seen.get(path)
+        if shown is None:
+            shown = self._seen[path] = display_path(path, self.base)
+        return shown

@@ -1,0 +1,475 @@
+"""The cross-rank step: from every rank's RankFacts (facts.rank) to the profile's FactSet.
+
+Each rank was read and its own facts computed by one task; what depends on several ranks is computed here, once:
+the communicator groups and their members (parallel_group_info, else the matrices), each rank's communication facts
+(which compare its collectives with its peers' to tell waiting for members outside the capture), MC2 candidates
+(which need the groups' names and sizes), a GPU job's NCCL waits (its collectives matched across ranks), the link,
+spread, straggler and pipeline facts, the profile breakdown, the context and environment. No rank's tables are
+needed: the tasks returned the small ones this uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from advisor.facts.cluster import (
+    collective_stragglers,
+    p2p_waits,
+    pipeline_groups,
+    pipelines_from_distributed_args,
+    pipelines_from_p2p,
+    rank_spreads,
+    stage_layout,
+    stage_spread,
+)
+from advisor.facts.communication import (
+    Membership,
+    communication_summary,
+    median_ratios,
+    memberships_of,
+    outside_waits_of_members,
+    rank_ranges,
+)
+from advisor.facts.context import context_fact, core_counts_of, device_entry
+from advisor.facts.hardware import nominal_bandwidth
+from advisor.facts.models import (
+    BreakdownFact,
+    CommunicationFact,
+    EnvironmentFact,
+    Fact,
+    LayoutFact,
+    LinkFact,
+    Mc2Fact,
+    ModelFact,
+    OperatorFact,
+    PipelineFact,
+    SpreadFact,
+    StragglerFact,
+    TransportFact,
+)
+from advisor.facts.rank import RankFacts, RankMeta, _source
+from advisor.facts.sequences import mc2_candidates
+from advisor.facts.steps import RATIO_COLUMNS, TIME_COLUMNS, mean_step
+from advisor.ingest.gpu import match_nccl
+from advisor.ingest.groups import Group, groups_by_hash
+from advisor.ingest.model import Profile
+from advisor.planners.hccl import DTYPE_BYTES, buffsize_mb
+from advisor.planners.mc2 import plan_mc2
+from advisor.planners.parallel import plan_parallel
+from advisor.usercontext import UserContext
+
+
+@dataclass
+class FactSet:
+    """All facts of one profile, plus problems met while computing them."""
+
+    facts: list[Fact] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def of(self, family: type[Fact]) -> list:
+        return [f for f in self.facts if isinstance(f, family)]
+
+
+class _Cluster:
+    """The ranks' small tables, indexed once for the cross-rank facts."""
+
+    def __init__(self, profile: Profile, ranks: list[RankFacts]) -> None:
+        self.profile = profile
+        self.ranks = ranks
+        self.ops: dict[int, pd.DataFrame] = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
+        self.known: dict[str, Group] = {h: g for r in ranks for h, g in groups_by_hash(r.meta.metadata).items()}
+        self.members: dict[str, Membership] = memberships_of(
+            {h: g.global_ranks for h, g in self.known.items()}, {r.meta.rank: r.matrix_groups for r in ranks if r.matrix_groups})
+        self.in_group: dict[str, set[int]] = {}  # group → the ranks with any op in it
+        for rank, ops in self.ops.items():
+            for name in ops["group"].unique():
+                self.in_group.setdefault(name, set()).add(rank)
+        self._outside: dict[str, dict[int, float] | None] = {}
+
+    def outside_ms(self, group: str) -> dict[int, float] | None:
+        """Per profiled member of a collective group: ms over the capture it waits for members outside the profile;
+        None when the group's size is unknown or every member is profiled (see communication.outside_waits)."""
+        if group not in self._outside:
+            size = self.members[group].size if group in self.members else None
+            members = {r: self.ops[r] for r in sorted(self.in_group.get(group, ()))}
+            self._outside[group] = outside_waits_of_members(group, members, size)
+        return self._outside[group]
+
+
+def reduce_facts(profile: Profile, ranks: list[RankFacts], user: UserContext | None = None) -> FactSet:
+    """The FactSet of a profile from its ranks' RankFacts (in rank order). ``profile.ranks`` are their RankMetas."""
+    out = FactSet()
+    _attach_nccl(ranks)
+    cluster = _Cluster(profile, ranks)
+    hardware = next((r.meta.hardware_hint for r in ranks if r.meta.hardware_hint), None)
+    fallback = next((e for r in ranks if (e := device_entry(r.meta.device_info))), None)
+    groups = {h: (cluster.known[h].name if h in cluster.known else None,
+                  cluster.members[h].size if h in cluster.members else None)
+              for h in set(cluster.known) | set(cluster.members)}
+    rank_breakdowns: list[BreakdownFact] = []
+    step_numbers: set[int] = set()
+    for rank in ranks:
+        head = _with_cores(rank.head, fallback) if rank.needs_cores and fallback else rank.head
+        out.facts.extend(head)
+        if rank.mc2 is not None:
+            out.facts.extend(_mc2_fact(rank.meta.rank, row, rank.mc2.step_time, rank.mc2.sources)
+                             for row in mc2_candidates(rank.mc2.pairs, rank.mc2.step_count, groups).to_dict("records"))
+        if rank.ops is not None:
+            out.facts.extend(_communication_facts(cluster, rank, hardware))
+        out.facts.extend(rank.tail)
+        out.warnings.extend(rank.warnings)
+        step_numbers.update(rank.steps)
+        if rank.breakdown is not None:
+            rank_breakdowns.append(rank.breakdown)
+    out.facts.extend(_link_facts(ranks, hardware))
+    if rank_breakdowns:
+        out.facts.append(_profile_breakdown(rank_breakdowns))
+    if len(rank_breakdowns) >= 2:
+        out.facts.extend(_spread_facts(rank_breakdowns))
+        out.facts.extend(_straggler_facts(cluster, rank_breakdowns))
+        out.facts.extend(_pipeline_facts(cluster, rank_breakdowns))
+    out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile, user)]
+    if user is not None and user.model is not None:
+        out.facts.insert(1, _model_fact(user))
+        layout = _layout_fact(user, len(profile.ranks))
+        if layout is not None:
+            out.facts.insert(2, layout)
+    return out
+
+
+def _attach_nccl(ranks: list[RankFacts]) -> None:
+    """Give each GPU rank the communication ops of its NCCL kernels matched across ranks (2+ ranks only)."""
+    tables = {r.meta.rank: r.nccl for r in ranks if r.nccl is not None}
+    matched = match_nccl(tables)
+    for rank in ranks:
+        ops = matched.get(rank.meta.rank)
+        if ops is not None:
+            rank.ops = ops.assign(transit_from_bandwidth=False)
+            rank.transport = None
+
+
+def _with_cores(facts: list[Fact], device: dict) -> list[Fact]:
+    """Operator facts of a rank without a device info.json: Block Dim remainders over another rank's core counts."""
+    cores = core_counts_of(device)
+    fixed = []
+    for fact in facts:
+        if isinstance(fact, OperatorFact) and fact.block_dim is not None:
+            count = cores.get("vector" if str(fact.accelerator_core) == "AI_VECTOR_CORE" else "cube")
+            fact = fact.model_copy(update={"block_dim_remainder": fact.block_dim % count if count else None})
+        fixed.append(fact)
+    return fixed
+
+
+def _profile_breakdown(ranks: list[BreakdownFact]) -> BreakdownFact:
+    mean = mean_step(pd.DataFrame([b.model_dump() for b in ranks]))
+    return BreakdownFact(
+        id="breakdown:profile",
+        sources=sorted({src for b in ranks for src in b.sources}),
+        scope="profile",
+        steps=max(b.steps for b in ranks),
+        dominant_overhead=mean["dominant_overhead"],
+        **_times(mean),
+    )
+
+
+def _pipeline_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list[PipelineFact]:
+    """Compute per pipeline stage, the stages from parallel_group_info, else distributed_args, else P2P traffic."""
+    profile = cluster.profile
+    compute = {b.rank: b.compute_us for b in breakdowns if b.rank is not None}
+    metadata = {r.meta.rank: r.meta.metadata for r in cluster.ranks}
+    receives = _p2p_receives(cluster)
+    sources = sorted({profile.shown(r.meta.path / "profiler_metadata.json") for r in cluster.ranks if r.meta.metadata}
+                     | {src for b in breakdowns for src in b.sources})
+    p2p_sources = sorted({f"{profile.shown(r.meta.file('communication.json'))}[p2p: hcom_send/hcom_receive]"
+                          for r in cluster.ranks if r.ops is not None})
+    table = pd.DataFrame([b.model_dump() for b in breakdowns if b.rank is not None])
+    for grouping, found in (("parallel_group_info", pipeline_groups(metadata)),
+                            ("distributed_args", pipelines_from_distributed_args(metadata)),
+                            ("p2p", pipelines_from_p2p(receives.groupby("rank")["group"].agg(set).to_dict()))):
+        layout = stage_layout([ranks for _, ranks in found], table)
+        facts = []
+        for name, ranks in found:
+            spread = stage_spread(ranks, compute)
+            if spread is not None:
+                stage_of = layout["by_stage"]
+                facts.append(PipelineFact(
+                    id=f"pipeline:{name}", sources=sources + (p2p_sources if grouping == "p2p" else []),
+                    group=name, grouping=grouping, rank=spread["slowest_rank"], **spread, **p2p_waits(receives, ranks),
+                    pipeline_ranks=" → ".join(map(str, ranks)), stage_ranks=layout["stage_ranks"],
+                    slowest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["slowest_stage"]]))),
+                    fastest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["fastest_stage"]]))),
+                    explains_rank_spread=layout["explains_rank_spread"]))
+        if found:
+            return facts
+    return []
+
+
+def _p2p_receives(cluster: _Cluster) -> pd.DataFrame:
+    """Per (rank, P2P group): wait per step in its receive ops, and the peer rank sharing that group."""
+    frame = group_waits(cluster.ops, "p2p", only=("hcom_receive", "hcom_batchsendrecv"))
+    members = frame.groupby("group")["rank"].agg(list)
+    frame["peer"] = [next((r for r in members[g] if r != rank), None) if len(members[g]) == 2 else None
+                     for rank, g in zip(frame["rank"], frame["group"])]
+    return frame
+
+
+def group_waits(ops_by_rank: dict[int, pd.DataFrame], kind: str, only: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Per (rank, communicator group): µs per step waiting in its ``kind`` ops (only those whose names start with
+    ``only``), from each rank's communication ops (in rank order)."""
+    rows = []
+    for rank, ops in ops_by_rank.items():
+        steps = max(int(ops["step"].nunique(dropna=False)), 1)
+        chosen = ops.loc[ops["kind"] == kind]
+        for group, group_ops in chosen.groupby("group", sort=True):
+            counted = group_ops["op_name"].str.lower().str.startswith(only) if only else slice(None)
+            rows.append({"rank": rank, "group": str(group),
+                         "wait_us": float(group_ops.loc[counted, "wait_ms"].sum()) * 1000 / steps})
+    return pd.DataFrame(rows, columns=["rank", "group", "wait_us"])
+
+
+def _spread_facts(breakdowns: list[BreakdownFact]) -> list[SpreadFact]:
+    table = pd.DataFrame([b.model_dump() for b in breakdowns])
+    sources = sorted({src for b in breakdowns for src in b.sources})
+    return [
+        SpreadFact(id=f"spread:{row['dimension']}", sources=sources, **row)
+        for row in rank_spreads(table).to_dict("records")
+    ]
+
+
+def _mc2_fact(rank: int, row: dict, step_time: float | None, sources: list[str]) -> Mc2Fact:
+    """An MC2 candidate of one MatMul shape, with the tile plan where the planner applies (MatmulAllReduce)."""
+    matmul_us, comm_us, count = row["matmul_us"], row["comm_us"], row["count_per_step"]
+    dims = {key: (int(row[key]) if row[key] is not None and not pd.isna(row[key]) else None) for key in ("m", "k", "n")}
+    plan = None
+    if row["pattern"] == "matmul_all_reduce" and all(dims.values()) and matmul_us > 0 and comm_us > 0:
+        plan = plan_mc2(dims["m"], dims["k"], dims["n"], dtype=row["dtype"] or "fp16", matmul_us=matmul_us, comm_us=comm_us)
+    gain = max(plan.predicted_gain_us, 0.0) * count if plan else min(matmul_us, comm_us) * count
+    return Mc2Fact(
+        id=f"mc2:r{rank}:{row['pattern']}:{'x'.join(str(dims[key]) for key in ('m', 'k', 'n'))}:{row['dtype']}",
+        sources=sources,
+        group=str(row["group"]),
+        payload_mb=float(row["payload_mb"]),
+        matmul_mb=float(row["matmul_mb"]),
+        rank=rank,
+        pattern=row["pattern"],
+        count_per_step=float(count),
+        matmul_us=float(matmul_us),
+        comm_us=float(comm_us),
+        dtype=row["dtype"],
+        bound="communication" if comm_us > matmul_us else "compute",
+        tiles=",".join(map(str, plan.tiles)) if plan else None,
+        predicted_fused_us=plan.predicted_fused_us if plan else None,
+        gain_us_per_step=float(gain),
+        gain_share_of_step=min(gain / step_time, 1.0) if step_time else None,
+        **dims,
+    )
+
+
+def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | None) -> list[Fact]:
+    """Per kind: where the collectives' time goes (transit checked against Bandwidth Info), and for collectives the
+    wait for members of their groups that are not in the profile; per transport: traffic and bandwidth."""
+    profile, meta, ops = cluster.profile, rank.meta, rank.ops
+    assert ops is not None
+    step_count = max(int(ops["step"].nunique(dropna=False)), 1)
+    facts: list[Fact] = []
+    time_source = _source(profile.shown, meta, "communication.json", "Communication Time Info")
+    members = cluster.members
+    mine = set(ops.loc[ops["kind"] == "collective", "group"])
+    outside_rows = []
+    for group in sorted(mine):
+        waits = cluster.outside_ms(group)
+        if waits is not None and meta.rank in waits:
+            outside_rows.append({"group": group, "outside_ms": waits[meta.rank]})
+    outside = pd.DataFrame(outside_rows, columns=["group", "outside_ms"])
+    profiled = {g: {meta.rank} | cluster.in_group.get(g, set()) for g in mine}
+    known = [g for g in sorted(mine) if g in members]
+    if not outside.empty and outside["outside_ms"].max() > 0:
+        group = str(outside.sort_values(["outside_ms", "group"], ascending=[False, True]).iloc[0]["group"])
+    else:
+        group = max(known, key=lambda g: (members[g].size, g), default=None)
+    sources = [time_source]
+    if group is not None:
+        sources.append(f"{profile.shown(meta.file('communication_matrix.json'))}[src-dst links]"
+                       if members[group].global_ranks is None else
+                       f"{profile.shown(meta.path / 'profiler_metadata.json')}[parallel_group_info]")
+    for row in communication_summary(ops, step_count).to_dict("records"):
+        collective = row["kind"] == "collective" and group is not None
+        outside_us = float(outside["outside_ms"].sum()) * 1000 / step_count if row["kind"] == "collective" else 0.0
+        facts.append(
+            CommunicationFact(
+                id=f"communication:r{meta.rank}:{row['kind']}",
+                sources=sources if collective else [time_source],
+                rank=meta.rank,
+                kind=row["kind"],
+                **{k: float(row[k]) for k in CommunicationFact.model_fields if k in row and k not in ("kind",)},
+                group_size=members[group].size if collective else None,
+                group_ranks_profiled=len(profiled[group]) if collective else None,
+                missing_ranks=members[group].missing(profiled[group]) if collective else None,
+                outside_wait_us=outside_us,
+                outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
+            )
+        )
+    if rank.transport is None:
+        return facts
+    bandwidth_source = _source(profile.shown, meta, "communication.json", "Communication Bandwidth Info")
+    for row in rank.transport.to_dict("records"):
+        nominal = nominal_bandwidth(hardware, row["transport"])
+        facts.append(
+            TransportFact(
+                id=f"transport:r{meta.rank}:{row['transport']}",
+                sources=[bandwidth_source],
+                rank=meta.rank,
+                transport=row["transport"],
+                size_mb_per_step=float(row["size_mb_per_step"]),
+                time_us_per_step=float(row["time_us_per_step"]),
+                bandwidth_gbps=float(row["bandwidth_gbps"]),
+                nominal_gbps=nominal,
+                utilization=float(row["bandwidth_gbps"]) / nominal if nominal else None,
+                ops_per_step=float(row["ops_per_step"]),
+                small_op_share=float(row["small_op_share"]),
+            )
+        )
+    return facts
+
+
+def _straggler_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list[Fact]:
+    """Per communicator seen on 2+ ranks: who the others wait for inside its collectives."""
+    profile = cluster.profile
+    rows = group_waits(cluster.ops, "collective")
+    sources = {_source(profile.shown, r.meta, "communication.json", "Communication Time Info: Wait Time(ms)")
+               for r in cluster.ranks if r.ops is not None}
+    known = cluster.known
+    if rows.empty:
+        return []
+    members = cluster.members
+    mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
+    facts: list[Fact] = []
+    for row in collective_stragglers(rows).to_dict("records"):
+        group = known.get(row["group"])
+        size = members[row["group"]].size if row["group"] in members else None
+        # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators
+        facts.append(StragglerFact(
+            id=f"straggler:{row['group']}", sources=sorted(sources), group=group.name if group else row["group"],
+            group_id=row["group"], communicator=group.communicator if group else None,
+            group_ranks=rank_ranges(rows.loc[rows["group"] == row["group"], "rank"].tolist()),
+            group_size=size if size and size >= 2 else None, ranks=row["ranks"], rank=row["rank"],
+            straggler_wait_us=row["straggler_wait_us"], others_wait_us=row["others_wait_us"], lost_us=row["lost_us"],
+            lost_share_of_step=min(row["lost_us"] / mean_step, 1.0) if mean_step > 0 else None,
+            max_wait_rank=row["max_wait_rank"],
+        ))
+    return facts
+
+
+def _link_facts(ranks: list[RankFacts], hardware: str | None) -> list[Fact]:
+    """Per-link traffic of every rank's communication_matrix.json, with the slow links measured against the median."""
+    per_rank = [r.links for r in ranks if r.links is not None]
+    if not per_rank:
+        return []
+    links = pd.concat(per_rank, ignore_index=True)
+    links["median_ratio"] = median_ratios(links["bandwidth_gbps"], links["transport"])
+    facts: list[Fact] = []
+    for row in links.to_dict("records"):
+        nominal = nominal_bandwidth(hardware, row["transport"])
+        facts.append(LinkFact(
+            # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators
+            id=f"link:r{row['rank']}:{row['group']}:{row['src_rank']}-{row['dst_rank']}:{row['transport']}",
+            sources=[row["source"]], rank=row["rank"], group=str(row["group_name"]), src_rank=int(row["src_rank"]),
+            dst_rank=int(row["dst_rank"]), ranks_are_global=bool(row["ranks_are_global"]), transport=row["transport"],
+            size_mb_per_step=float(row["size_mb_per_step"]), time_us_per_step=float(row["time_us_per_step"]),
+            bandwidth_gbps=float(row["bandwidth_gbps"]), nominal_gbps=nominal,
+            utilization=float(row["bandwidth_gbps"]) / nominal if nominal else None,
+            median_ratio=None if pd.isna(row["median_ratio"]) else float(row["median_ratio"]),
+        ))
+    return facts
+
+
+def _environment_facts(profile: Profile, user: UserContext | None) -> list[EnvironmentFact]:
+    """ENV_VARIABLES of the first rank that recorded them (the same set on every rank), then the user's, which win."""
+    values: dict[str, tuple[str, str]] = {}
+    for rank in profile.ranks:
+        variables = rank.metadata.get("ENV_VARIABLES")
+        if isinstance(variables, dict) and variables:
+            source = f"{profile.shown(rank.path / 'profiler_metadata.json')}[ENV_VARIABLES]"
+            values = {str(k): (str(v), source) for k, v in variables.items() if isinstance(v, (str, int, float))}
+            break
+    if user is not None:
+        values.update(user.env)
+    return [
+        EnvironmentFact(id=f"environment:{name}", sources=[source], name=name, value=value, is_set=bool(value.strip()),
+                        number=_number(value))
+        for name, (value, source) in sorted(values.items())
+    ]
+
+
+def _model_fact(user: UserContext) -> ModelFact:
+    """The user's settings plus what follows from them (TP across nodes, activation size, HCCL buffer)."""
+    settings = user.model
+    tp, cards = settings.tensor_parallel, settings.cards_per_node
+    activation = None
+    if settings.micro_batch_size and settings.sequence_length and settings.hidden_size:
+        dtype_bytes = DTYPE_BYTES.get(settings.dtype or "bf16", 2)
+        activation = settings.micro_batch_size * settings.sequence_length * settings.hidden_size * dtype_bytes / (1 << 20)
+    return ModelFact(
+        id="model",
+        sources=[user.model_source],
+        **settings.model_dump(),
+        tp_crosses_nodes=tp > cards if tp and cards else None,
+        activation_mb=activation,
+        hccl_buffsize_mb=buffsize_mb(settings.micro_batch_size, settings.sequence_length, settings.hidden_size,
+                                     DTYPE_BYTES.get(settings.dtype or "bf16", 2)) if activation else None,
+    )
+
+
+def _layout_fact(user: UserContext, rank_count: int) -> LayoutFact | None:
+    """The planner's layout for the model in --context, when its size, the device memory and cards per node are known."""
+    settings = user.model
+    if not (settings.parameters_billion and settings.device_memory_gb and settings.cards_per_node):
+        return None
+    degrees = (settings.tensor_parallel, settings.pipeline_parallel, settings.data_parallel)
+    ranks = degrees[0] * degrees[1] * degrees[2] if all(degrees) else rank_count
+    nodes = max(-(-ranks // settings.cards_per_node), 1)
+    plan = plan_parallel(settings.parameters_billion, settings.device_memory_gb, settings.cards_per_node, nodes)
+    layout = plan.layout
+    current = (settings.tensor_parallel, settings.pipeline_parallel)
+    return LayoutFact(
+        id="layout",
+        sources=[user.model_source],
+        nodes=nodes,
+        recommended_tp=layout.tp,
+        recommended_pp=layout.pp,
+        recommended_dp=layout.dp,
+        zero1=layout.zero1,
+        recompute=layout.recompute,
+        fits=plan.fits,
+        per_card_gb=plan.per_card_gb,
+        plan=f"TP={layout.tp} PP={layout.pp} DP={layout.dp}" + (" ZeRO-1" if layout.zero1 else "") + (" recompute" if layout.recompute else ""),
+        reasons="; ".join(plan.reasons),
+        current_tp=current[0],
+        current_pp=current[1],
+        matches=(current == (layout.tp, layout.pp)) if all(current) else None,
+    )
+
+
+def _number(value: str) -> float | None:
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def _times(row) -> dict:
+    """The time and ratio fields shared by step and breakdown facts, NaN mapped to None."""
+    keys = ("step_time_us", *TIME_COLUMNS, *RATIO_COLUMNS)
+    return {k: _float_or_none(row.get(k)) for k in keys}
+
+
+def _float_or_none(value) -> float | None:
+    if value is None or pd.isna(value):
+        return None
+    return max(float(value), 0.0)
+
+
+__all__ = ["FactSet", "RankMeta", "group_waits", "reduce_facts"]
