@@ -823,3 +823,35 @@ def drop_db_columns(database: Path, table: str, *columns: str) -> None:
     with sqlite3.connect(database) as db:
         for column in columns:
             db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+
+def build_cluster(parent: Path, ranks: int = 32, group_size: int = 8, slow_rank: int | None = None,
+                  idle_rank: int | None = None) -> Path:
+    """A data-parallel job of ``ranks`` small ranks under ``parent``: communicators of ``group_size`` consecutive ranks
+    (``group_name_{g}`` in parallel_group_info, their hash on each collective), each rank's compute, exposed
+    communication and free time a little different (a fixed sequence), one slow rank (by default ranks * 3 // 7)
+    whose group waits for it in its AllReduces, and one rank with three times the free time (ranks // 5)."""
+    from advisor.ingest.groups import group_hash
+
+    slow_rank = ranks * 3 // 7 if slow_rank is None else slow_rank
+    idle_rank = ranks // 5 if idle_rank is None else idle_rank
+    for rank in range(ranks):
+        group = rank // group_size
+        members = list(range(group * group_size, min((group + 1) * group_size, ranks)))
+        hashed = group_hash(f"group_name_{group}")
+        wiggle = ((rank * 7919) % 13 - 6) / 300  # within ±2 %
+        compute = 1344.32 * (1 + wiggle) * (1.25 if rank == slow_rank else 1.0)
+        free = 85.14 * (1 - wiggle) * (3.0 if rank == idle_rank else 1.0)
+        kernels = [k for step in (5, 6) for k in (
+            Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 170.4 * (1 + wiggle)),
+            Kernel(step, "FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 881.64),
+            Kernel(step, "RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 33.06),
+            Kernel(step, "hcom_allReduce__612_0_1", "hcom_allReduce_", "COMMUNICATION", 1987.92, group=hashed),
+        )]
+        build_rank(parent, RankSpec(
+            rank=rank, device_id=rank % 8, rank_id=str(rank), kernels=kernels,
+            steps=[StepRow(s, compute, 1921.46 * (1 + wiggle / 2), free, 66.46) for s in (5, 6)],
+            groups={f"group_name_{group}": {"group_name": "dp", "group_rank": rank - members[0], "global_ranks": members}},
+            comm_wait_share=0.01 if rank == slow_rank else 0.117 + wiggle,
+            dir_name=f"node{rank // 8}_{2231054 + rank}_20251127192733{rank:03d}_ascend_pt"))
+    return parent
