@@ -36,12 +36,12 @@ from advisor.version import VERSION
 DELTA_FAMILIES = frozenset({"step_delta", "operator_delta", "collective_delta", "memory_delta"})
 OPERATOR_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern, re.IGNORECASE)) for name, pattern in (
     ("attention", r"flash|attention|fmha|sdpa"),
-    ("convolution", r"conv"),
+    ("convolution", r"conv|dgrad|wgrad|winograd|scudnn|im2col"),
     ("matmul", r"matmul|gemm|gemv|cublas|cutlass|xmma|wgmma"),
     ("softmax", r"softmax"),
-    ("normalization", r"layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm"),
+    ("normalization", r"layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm|\bbn_|::bn_|^bn"),
     ("activation", r"gelu|silu|swiglu|swish|relu|sigmoid|tanh"),
-    ("optimizer", r"adam|sgd|lamb|multi_tensor_apply|applymomentum"),
+    ("optimizer", r"adam|sgd|lamb|multi_tensor_apply|applymomentum|^foreach"),
     ("pooling", r"pool"),
     ("embedding", r"embedding|gather|index|scatter"),
     ("layout", r"cast|transdata|transpose|permute|copy|contiguous|memcpy|memset|fill|concat|slice|split|pad|identity|tensormove"),
@@ -52,6 +52,8 @@ _COLLECTIVE = re.compile(r"(allreduce|allgather|reducescatter|broadcast|alltoall
 _STEP_COMPONENTS = (("step_time", "step_time_us"), ("compute", "compute_us"), ("communication", "comm_not_overlapped_us"),
                     ("free", "free_us"))
 MAX_OPERATOR_ROWS = 30
+# Above this operator-mix distance BASE and TARGET are taken to run different workloads (see operator_mix_distance).
+WORKLOAD_DISTANCE = 0.5
 
 
 class _Model(BaseModel):
@@ -120,6 +122,11 @@ class Comparison(_Model):
     changes: list[FindingChange]
     gain_check: GainCheck | None
     facts: list[dict]
+    operator_mix_distance: float | None = Field(
+        None, description="How differently the two sides spread their compute time over operator types (same platform) or "
+                          "classes (across vendors): half the sum over them of |share on BASE − share on TARGET|; 0 = the "
+                          "same mix, 1 = no operator in common. From WORKLOAD_DISTANCE (0.5) on, a warning says the two "
+                          "sides seem to run different workloads. None when either side has no operator times.")
     warnings: list[str]
 
 
@@ -276,6 +283,8 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
                              budget_facts=[target_step] if target_step else [])
     base_side, target_side = _side(base_report, base), _side(target_report, target)
     rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}
+    deltas = [f for f in facts if isinstance(f, OperatorDeltaFact)]
+    distance = operator_mix_distance(deltas)
     return Comparison(
         tool=ToolInfo(version=VERSION, packs=base_report.tool.packs), lang=lang, base=base_side, target=target_side,
         headline=_headline(base_side, target_side, findings, base_report, target_report, labels(lang)),
@@ -289,8 +298,37 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
         changes=_changes(base_report, target_report),
         gain_check=_gain_check(base_report, target_report, base_side, target_side),
         facts=[{"type": f.family, **f.model_dump()} for f in facts],
-        warnings=[f"base: {w}" for w in base_report.coverage.warnings] + [f"target: {w}" for w in target_report.coverage.warnings],
+        operator_mix_distance=distance,
+        warnings=[f"base: {w}" for w in base_report.coverage.warnings] + [f"target: {w}" for w in target_report.coverage.warnings]
+                 + ([workload_warning(deltas, distance, by, labels(lang))] if distance is not None and distance >= WORKLOAD_DISTANCE else []),
     )
+
+
+def operator_mix_distance(deltas: list[OperatorDeltaFact]) -> float | None:
+    """Total variation distance between the two sides' operator mixes: each side's compute time per step split into
+    shares over the matched keys (types, or classes across vendors); half the sum of the differences of the shares.
+
+    It is the share of compute time that would have to move from some operators to others to make one mix the
+    other's: a type or class that only one side runs counts with its whole share, so two runs of one program (a
+    faster machine, a fix that removes a stall) stay near 0, a fused kernel replacing a few operators moves it by
+    their share, and two different programs come near 1. None when a side has no operator time.
+    """
+    base_total = sum(f.base_us for f in deltas)
+    target_total = sum(f.target_us for f in deltas)
+    if base_total <= 0 or target_total <= 0:
+        return None
+    return 0.5 * sum(abs(f.base_us / base_total - f.target_us / target_total) for f in deltas)
+
+
+def workload_warning(deltas: list[OperatorDeltaFact], distance: float, by: str, words: dict[str, str]) -> str:
+    """The warning that the two sides seem to run different workloads, with the operators that differ most."""
+    base_total = sum(f.base_us for f in deltas)
+    target_total = sum(f.target_us for f in deltas)
+    largest = sorted(deltas, key=lambda f: (-abs(f.base_us / base_total - f.target_us / target_total), f.key))[:3]
+    shares = ", ".join(f"{f.key} {f.base_us / base_total:.0%} → {f.target_us / target_total:.0%}" for f in largest)
+    only = sum(f.base_us / base_total for f in deltas if f.target_us <= 0) + sum(f.target_us / target_total for f in deltas if f.base_us <= 0)
+    return words["workload_warning"].format(distance=distance, by=words["workload_by_" + by], shares=shares,
+                                            only=only / 2, threshold=WORKLOAD_DISTANCE)
 
 
 def _largest_changes(deltas: list[OperatorDeltaFact]) -> list[OperatorDeltaFact]:
