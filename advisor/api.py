@@ -44,16 +44,21 @@ STEP_COLUMNS = (
 ROW_COLUMNS = ("name", "detail", "base", "target", "diff", "ratio")
 
 
-def render(report: Report | Comparison, format: str = "terminal", *, width: int = 100, explain: bool = False) -> str:  # noqa: A002
+def render(report: Report | Comparison, format: str = "terminal", *, width: int = 100, explain: bool = False,  # noqa: A002
+           detail: str = "full", max_findings: int | None = None, min_severity: str | None = None) -> str:
     """The report (or comparison) as text: ``format`` is "terminal", "markdown" (or "md"), "html" or "json".
 
     The same documents ``advisor diagnose``/``advisor compare`` write: "terminal" is the terminal report
     without colours, ``width`` characters wide (with ``explain``, each finding's conditions and values);
-    "json" is the JSON contract, byte for byte what ``-f json`` prints.
+    "json" is the JSON contract, byte for byte what ``-f json`` prints. For a Report, ``detail`` is "full"
+    (the default here) or "brief" (the command line's default for the terminal and Markdown: verdict, top
+    actions, per-rank table); ``max_findings`` and ``min_severity`` keep only some findings, in every format
+    (as ``--max-findings`` and ``--min-severity``). A comparison is always rendered whole.
     """
     from rich.console import Console
 
     from advisor.render import render_html, render_json, render_markdown, render_terminal
+    from advisor.render.common import View
     from advisor.render.comparison import (
         render_comparison_html,
         render_comparison_json,
@@ -67,20 +72,22 @@ def render(report: Report | Comparison, format: str = "terminal", *, width: int 
     comparison = isinstance(report, Comparison)
     if not comparison and not isinstance(report, Report):
         raise TypeError(f"render: expected a Report or a Comparison, got {type(report).__name__}")
+    try:
+        view = View(detail, max_findings, min_severity)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     if chosen == "terminal":
         buffer = io.StringIO()
         console = Console(file=buffer, width=width, no_color=True, color_system=None, force_terminal=False)
         if comparison:
             render_comparison_terminal(report, console)
         else:
-            render_terminal(report, console, explain)
+            render_terminal(report, console, explain, view)
         return buffer.getvalue()
-    table = {
-        "markdown": (render_comparison_markdown, render_markdown),
-        "html": (render_comparison_html, render_html),
-        "json": (render_comparison_json, render_json),
-    }
-    return table[chosen][0 if comparison else 1](report)
+    if comparison:
+        return {"markdown": render_comparison_markdown, "html": render_comparison_html,
+                "json": render_comparison_json}[chosen](report)
+    return {"markdown": render_markdown, "html": render_html, "json": render_json}[chosen](report, view)
 
 
 class ComparisonReport(Comparison):

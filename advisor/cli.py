@@ -17,28 +17,72 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Optional, TypeVar
 
 import typer
-from rich.console import Console
+from typer.core import TyperCommand
 
 from advisor import errors
-from advisor.diagnose import diagnose
-from advisor.report import Report
-from advisor.text import collapse_repeats
-from advisor.usercontext import UserContext, build_context
-from advisor.version import VERSION
+
+# Everything else is imported where it is used: `advisor --version`, `--help` and the rules commands start without
+# pandas, pyarrow or matplotlib (bench/startup.py measures it; tests/test_startup.py checks it).
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from advisor.render.common import View
+    from advisor.report import Report
+    from advisor.usercontext import UserContext
 
 T = TypeVar("T")
 
+
+class Command(TyperCommand):
+    """A command whose help reads like its peers': arguments and option values by what they are (PATH, FILE,
+    KEY=VALUE), never by a Python type (``<path>``, ``<list[str]>``), in the usage line too."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:  # noqa: ANN001 (click's Context)
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                pieces.append(_argument_name(param))
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx, formatter) -> None:  # noqa: ANN001 (click's Context and HelpFormatter)
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            if getattr(param, "hidden", False):
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((_argument_name(param), getattr(param, "help", None) or ""))
+            else:
+                record = param.get_help_record(ctx)
+                if record is not None:
+                    options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(param) -> str:  # noqa: ANN001
+    name = param.metavar or param.name.upper()
+    return name if param.required or name.startswith("[") else f"[{name}]"
+
+
 app = typer.Typer(
     name="advisor",
-    help="Diagnose AI training and inference profiles and prescribe ranked fixes.",
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def command(app_: typer.Typer, name: str):  # noqa: ANN201 (typer's decorator)
+    """``app_.command(name)`` with the help layout of Command."""
+    return app_.command(name, cls=Command)
 
 
 class OutputFormat(str, Enum):
@@ -59,25 +103,43 @@ class FailOn(str, Enum):
     low = "low"
 
 
+class Detail(str, Enum):
+    brief = "brief"
+    full = "full"
+
+
 _SUFFIX_FORMATS = {".md": OutputFormat.md, ".markdown": OutputFormat.md, ".html": OutputFormat.html,
-                   ".htm": OutputFormat.html, ".json": OutputFormat.json}
+                   ".htm": OutputFormat.html, ".json": OutputFormat.json, ".txt": OutputFormat.terminal}
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
-EnvOption = Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE of the job's environment (repeatable).")]
-EnvFileOption = Annotated[Optional[list[Path]], typer.Option("--env-file", help="A file of KEY=VALUE lines (repeatable).")]
-ContextOption = Annotated[
-    Optional[Path], typer.Option("--context", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")
-]
+EnvOption = Annotated[Optional[list[str]], typer.Option(
+    "--env", metavar="KEY=VALUE", help="A variable of the job's environment that the profile does not record (repeatable).")]
+EnvFileOption = Annotated[Optional[list[Path]], typer.Option(
+    "--env-file", metavar="FILE", help="A file of KEY=VALUE lines, `export` allowed (repeatable).")]
+ContextOption = Annotated[Optional[Path], typer.Option(
+    "--context", metavar="FILE", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")]
-FormatOption = Annotated[
-    Optional[OutputFormat], typer.Option("--format", "-f", help="Output format; default: from -o's suffix, else terminal.")
-]
-OutputOption = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")]
-LangOption = Annotated[Optional[Language], typer.Option("--lang", help="Report language; default: from the locale.")]
-FailOnOption = Annotated[
-    Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or higher exists.")
-]
+FormatOption = Annotated[Optional[OutputFormat], typer.Option(
+    "--format", "-f", metavar="[terminal|md|html|json]",
+    help="Format of the report on standard output (or of the one -o file); default: terminal, or -o's suffix.")]
+OutputOption = Annotated[Optional[list[Path]], typer.Option(
+    "--output", "-o", metavar="FILE",
+    help="Write the report to FILE, its format from the suffix: .md, .html, .json, .txt (terminal text). "
+         "Repeat it to write several formats from one analysis.")]
+LangOption = Annotated[Optional[Language], typer.Option(
+    "--lang", metavar="[en|zh]", help="Report language; default: from the locale.")]
+FailOnOption = Annotated[Optional[FailOn], typer.Option(
+    "--fail-on", metavar="[high|medium|low]", help="Exit 1 when a finding of this severity or higher exists (every "
+                                                   "finding counts, whatever --max-findings and --min-severity show).")]
+DetailOption = Annotated[Optional[Detail], typer.Option(
+    "--detail", metavar="[brief|full]",
+    help="Terminal and Markdown: brief (the default: verdict, top actions, per-rank table) or full (every finding with "
+         "its prescriptions, evidence and rule trace, operators, coverage). HTML and JSON are always full.")]
+MaxFindingsOption = Annotated[Optional[int], typer.Option(
+    "--max-findings", metavar="N", help="Show at most N findings, the highest ranked (every format, JSON too).")]
+MinSeverityOption = Annotated[Optional[FailOn], typer.Option(
+    "--min-severity", metavar="[high|medium|low]", help="Show only findings of this severity or higher (every format, JSON too).")]
 
 
 def _max_file_size(value: Optional[str]) -> Optional[str]:
@@ -95,6 +157,8 @@ MaxFileSizeOption = Annotated[
     typer.Option("--max-file-size", callback=_max_file_size, metavar="SIZE",
                  help="Skip input files larger than this (default 4G; e.g. 16G)."),
 ]
+
+
 def _jobs(value: Optional[int]) -> Optional[int]:
     from advisor.parallel import JOBS
 
@@ -107,26 +171,47 @@ JobsOption = Annotated[
     typer.Option("--jobs", "-j", callback=_jobs, min=1, metavar="N",
                  help="Processes to read and analyse with (default: $ADVISOR_JOBS, else the usable cores, at most 8)."),
 ]
+
+
+def _complete_rule_id(incomplete: str) -> list[str]:
+    """Shell completion of a rule id: the file names of the built-in rules (a rule's file is named by its id)."""
+    from advisor.resources import data_dir
+
+    return sorted(p.stem for p in data_dir("rules").rglob("*.yaml") if p.stem.startswith(incomplete))
+
+
 RulesOption = Annotated[
     Optional[list[Path]],
-    typer.Option("--rules", help="A rule pack directory (rules/, knowledge/, pack.yaml) to add (repeatable)."),
+    typer.Option("--rules", metavar="DIR", help="A rule pack directory (rules/, knowledge/, pack.yaml) to add (repeatable)."),
 ]
+RuleIdArgument = Annotated[str, typer.Argument(metavar="RULE_ID", autocompletion=_complete_rule_id,
+                                               help="A rule id (see `advisor rules list`).")]
 
 
 def _version(value: bool) -> None:
     if value:
+        from advisor.version import VERSION
+
         typer.echo(f"advisor {VERSION}")
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(epilog="Run `advisor COMMAND --help` for a command's options and examples.")
 def _main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
-    """Diagnose AI training and inference profiles and prescribe ranked fixes."""
+    """Diagnose AI training and inference profiles and prescribe ranked fixes.
+
+    \b
+    Examples:
+      advisor diagnose ./prof                         brief report in the terminal
+      advisor diagnose ./prof -o report.html -o report.md -o report.json
+      advisor compare before/ after/                  did the fix deliver?
+      advisor --install-completion                    tab completion for your shell
+    """
 
 
-@app.command("diagnose")
+@command(app, "diagnose")
 def diagnose_command(
     path: Annotated[
         Path, typer.Argument(metavar="PATH", help="A *_ascend_pt directory, a directory of them (cluster), "
@@ -134,6 +219,9 @@ def diagnose_command(
     ],
     output_format: FormatOption = None,
     output: OutputOption = None,
+    detail: DetailOption = None,
+    max_findings: MaxFindingsOption = None,
+    min_severity: MinSeverityOption = None,
     lang: LangOption = None,
     fail_on: FailOnOption = None,
     env: EnvOption = None,
@@ -141,31 +229,62 @@ def diagnose_command(
     context: ContextOption = None,
     rules: RulesOption = None,
     explain: Annotated[
-        bool, typer.Option("--explain", help="In the terminal report, show each finding's conditions and fact values.")
+        bool, typer.Option("--explain", help="In the terminal report, show every finding with its conditions and fact values.")
     ] = False,
     max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
     jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
-    """Diagnose a profile and print or write the action plan."""
+    """Diagnose a profile and print or write the action plan.
+
+    The terminal and Markdown reports are brief unless --detail full: the verdict, the top actions with their
+    gains (measured or assumed), the per-rank table and how to get the rest. The HTML report has everything,
+    with charts.
+
+    \b
+    Examples:
+      advisor diagnose ./prof
+      advisor diagnose ./prof --detail full --explain
+      advisor diagnose ./prof -o report.html -o report.md -o report.json
+      advisor diagnose ./prof -f json --fail-on high --max-findings 10
+      advisor diagnose ./traces --lang zh --env TASK_QUEUE_ENABLE=1 --context model.yaml
+    """
     with _guard(debug):
-        fmt = _resolve_format(output_format, output)
+        from advisor.diagnose import diagnose
+        from advisor.usercontext import build_context
+
+        targets = _targets(output_format, output)
         _refuse_overwriting(output, [path, *(env_file or []), *([context] if context else []), *(rules or [])])
+        view = _view(detail, max_findings, min_severity, explain)
         user = build_context(env or [], env_file or [], context)
         book = _rulebook(rules, skip_broken=True)
         language = lang.value if lang else _locale_language()
         report = _with_progress(f"Diagnosing {path}", lambda: _without_failing_packs(
             book, lambda rules: diagnose(path, lang=language, context=user, rulebook=rules)))
         _refuse_overwriting(output, _files_read(path, report.coverage))
-        _write(report, fmt, output, explain)
+        for fmt, target in targets:
+            _write(report, fmt, target, explain, view)
+        _note_coverage(report.coverage)
+        if report.status == "empty":
+            _note("nothing could be diagnosed: no step or operator data was readable", level="error")
         raise typer.Exit(_exit_code(report, fail_on))
 
 
-@app.command("facts")
+def _view(detail: Detail | None, max_findings: int | None, min_severity: FailOn | None, explain: bool = False) -> View:
+    """What the reports show: brief unless --detail full (or --explain, which shows every finding)."""
+    from advisor.render.common import View
+
+    chosen = detail.value if detail is not None else "full" if explain else "brief"
+    if max_findings is not None and max_findings < 0:
+        raise errors.InputError(f"--max-findings is a number of findings, 0 or more, not {max_findings}")
+    return View(chosen, max_findings, min_severity.value if min_severity else None)
+
+
+@command(app, "facts")
 def facts_command(
     path: Annotated[Optional[Path], typer.Argument(metavar="[PATH]", help="A profile to extract the facts of.")] = None,
     list_families: Annotated[bool, typer.Option("--list", help="Document every fact family and field.")] = False,
-    family: Annotated[Optional[str], typer.Option("--family", help="Only this fact family.")] = None,
+    family: Annotated[Optional[str], typer.Option("--family", metavar="FAMILY", help="Only this fact family (see --list).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
     env: EnvOption = None,
     env_file: EnvFileOption = None,
@@ -174,10 +293,18 @@ def facts_command(
     jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
-    """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against."""
-    from advisor.facts import FACT_FAMILIES
+    """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against.
 
+    \b
+    Examples:
+      advisor facts ./prof --family communication
+      advisor facts ./prof --json > facts.json
+      advisor facts --list --family idle
+    """
     with _guard(debug):
+        from advisor.facts import FACT_FAMILIES
+        from advisor.usercontext import build_context
+
         if family is not None and family not in FACT_FAMILIES:
             raise errors.InputError(f"unknown fact family {family!r}; known: {', '.join(FACT_FAMILIES)}")
         if list_families:
@@ -206,6 +333,8 @@ def _print_catalogue(family: str | None) -> None:
 def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext) -> None:
     import json
 
+    from advisor.diagnose import diagnose
+
     report = _with_progress(f"Reading {path}", lambda: diagnose(path, lang="en", context=user))
     facts = [f for f in report.facts if family in (None, f["type"])]
     if as_json:
@@ -220,16 +349,29 @@ def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContex
     _note_coverage(report.coverage)
 
 
-rules_app = typer.Typer(help="Work with rule files.", no_args_is_help=True)
+rules_app = typer.Typer(help="""Work with rule files: list, show, lint, test, scaffold and document rules.
+
+\b
+Examples:
+  advisor rules list --category memory
+  advisor rules new team.my_rule --category io --dir team-pack
+  advisor rules lint team-pack/ && advisor rules test team-pack/
+""", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
 
-@rules_app.command("list")
+@command(rules_app, "list")
 def rules_list_command(
-    category: Annotated[Optional[str], typer.Option("--category", help="Only rules of this category.")] = None,
+    category: Annotated[Optional[str], typer.Option("--category", metavar="CATEGORY", help="Only rules of this category.")] = None,
     rules: RulesOption = None,
 ) -> None:
-    """List the rules (built-in, installed packs and --rules packs): id, category, pack and title."""
+    """List the rules (built-in, installed packs and --rules packs): id, category, pack and title.
+
+    \b
+    Examples:
+      advisor rules list --category communication
+      advisor rules list --rules team-pack/
+    """
     with _guard(False):
         book = _rulebook(rules)
         selected = [r for r in book.rules.values() if category in (None, r.spec.category)]
@@ -240,9 +382,14 @@ def rules_list_command(
         typer.echo(f"{len(selected)} rule(s)")
 
 
-@rules_app.command("show")
-def rules_show_command(rule_id: Annotated[str, typer.Argument(metavar="ID")], rules: RulesOption = None) -> None:
-    """Show a rule: its conditions, what it recommends, its description and its test cases."""
+@command(rules_app, "show")
+def rules_show_command(rule_id: RuleIdArgument, rules: RulesOption = None) -> None:
+    """Show a rule: its conditions, what it recommends, its description and its test cases.
+
+    \b
+    Example:
+      advisor rules show host.device_idle
+    """
     from advisor.rulebook import section_text
     from advisor.text import collapse
 
@@ -267,11 +414,17 @@ def rules_show_command(rule_id: Annotated[str, typer.Argument(metavar="ID")], ru
             typer.echo(f"  {case.expect:<5} {case.name}")
 
 
-@rules_app.command("lint")
+@command(rules_app, "lint")
 def rules_lint_command(
-    paths: Annotated[Optional[list[Path]], typer.Argument(metavar="[PATHS]...", help="Pack directories or files in them; default: the built-in pack.")] = None,
+    paths: Annotated[Optional[list[Path]], typer.Argument(metavar="[PATH]...", help="Pack directories or files in them; default: the built-in pack.")] = None,
 ) -> None:
-    """Check rule packs for every problem a rule author can make; exit 1 when any is found."""
+    """Check rule packs for every problem a rule author can make; exit 1 when any is found.
+
+    \b
+    Examples:
+      advisor rules lint team-pack/
+      advisor rules lint team-pack/rules/team.my_rule.yaml
+    """
     from advisor.lint import lint
 
     with _guard(False):
@@ -284,12 +437,18 @@ def rules_lint_command(
         raise typer.Exit(1 if result.problems else 0)
 
 
-@rules_app.command("test")
+@command(rules_app, "test")
 def rules_test_command(
-    paths: Annotated[Optional[list[Path]], typer.Argument(metavar="[PATHS]...", help="Pack directories; default: the built-in and installed rules.")] = None,
-    select: Annotated[Optional[str], typer.Option("-k", help="Only cases whose rule id or name contains this text.")] = None,
+    paths: Annotated[Optional[list[Path]], typer.Argument(metavar="[PATH]...", help="Pack directories; default: the built-in and installed rules.")] = None,
+    select: Annotated[Optional[str], typer.Option("-k", metavar="TEXT", help="Only cases whose rule id or name contains TEXT.")] = None,
 ) -> None:
-    """Run the test cases embedded in the rule files and show each result."""
+    """Run the test cases embedded in the rule files and show each result; exit 1 when one fails.
+
+    \b
+    Examples:
+      advisor rules test team-pack/
+      advisor rules test -k host.device_idle
+    """
     from advisor.rulebook import load_rulebook
     from advisor.ruletests import run_rule_tests
 
@@ -309,13 +468,18 @@ def rules_test_command(
         raise typer.Exit(1 if failed else 0)
 
 
-@rules_app.command("new")
+@command(rules_app, "new")
 def rules_new_command(
-    rule_id: Annotated[str, typer.Argument(metavar="ID", help="Dotted lower-case id, e.g. team.slow_embedding.")],
-    category: Annotated[str, typer.Option("--category", help="The rule's category (see docs/rule-format.md).")],
-    directory: Annotated[Path, typer.Option("--dir", help="The pack directory to write into.")] = Path("."),
+    rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", help="Dotted lower-case id, e.g. team.slow_embedding.")],
+    category: Annotated[str, typer.Option("--category", metavar="CATEGORY", help="The rule's category (see docs/rule-format.md).")],
+    directory: Annotated[Path, typer.Option("--dir", metavar="DIR", help="The pack directory to write into.")] = Path("."),
 ) -> None:
-    """Scaffold a rule and its knowledge entry, with passing example cases and TODO texts for lint to flag."""
+    """Scaffold a rule and its knowledge entry, with passing example cases and TODO texts for lint to flag.
+
+    \b
+    Example:
+      advisor rules new team.slow_embedding --category affinity-operator --dir team-pack
+    """
     from advisor.scaffold import scaffold
 
     with _guard(False):
@@ -323,12 +487,17 @@ def rules_new_command(
             typer.echo(f"created {path}")
 
 
-@rules_app.command("docs")
+@command(rules_app, "docs")
 def rules_docs_command(
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write the catalogue into.")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Directory to write the catalogue into.")],
     rules: RulesOption = None,
 ) -> None:
-    """Write a Markdown catalogue: an index and one page per rule and per knowledge entry."""
+    """Write a Markdown catalogue: an index and one page per rule and per knowledge entry.
+
+    \b
+    Example:
+      advisor rules docs -o docs/rules --rules team-pack/
+    """
     from advisor.rulebook import load_rulebook
     from advisor.ruledocs import write_rule_docs
 
@@ -340,9 +509,9 @@ def rules_docs_command(
         typer.echo(f"wrote {len(written)} page(s) to {output}")
 
 
-@app.command("explain")
+@command(app, "explain")
 def explain_command(
-    rule_id: Annotated[str, typer.Argument(metavar="ID", help="A rule id (see `advisor rules list`).")],
+    rule_id: RuleIdArgument,
     path: Annotated[Path, typer.Argument(metavar="PATH", help="The profile to explain the rule on.")],
     rules: RulesOption = None,
     env: EnvOption = None,
@@ -352,11 +521,17 @@ def explain_command(
     jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
-    """Show why a rule fired on a profile (each condition with its fact values), or why it did not."""
-    from advisor.diagnose import analyse
-    from advisor.explain import explain_lines
+    """Show why a rule fired on a profile (each condition with its fact values), or why it did not.
 
+    \b
+    Example:
+      advisor explain host.device_idle ./prof
+    """
     with _guard(debug):
+        from advisor.diagnose import analyse
+        from advisor.explain import explain_lines
+        from advisor.usercontext import build_context
+
         book = _rulebook(rules)
         rule = _find_rule(book, rule_id)
         analysis = analyse(path, book, build_context(env or [], env_file or [], context))
@@ -364,7 +539,7 @@ def explain_command(
             typer.echo(line)
 
 
-@app.command("compare")
+@command(app, "compare")
 def compare_command(
     base: Annotated[Path, typer.Argument(metavar="BASE", help="The reference profile: a GPU trace, an Ascend directory or a cluster.")],
     target: Annotated[Path, typer.Argument(metavar="TARGET", help="The profile compared with it (e.g. the NPU run, or the run after a fix).")],
@@ -380,8 +555,34 @@ def compare_command(
     jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
     debug: DebugOption = False,
 ) -> None:
-    """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after)."""
-    from advisor.compare import compare
+    """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after).
+
+    \b
+    Examples:
+      advisor compare gpu_traces/ ./prof -o gap.html
+      advisor compare before/ after/ --fail-on high
+      advisor compare before/ after/ -o gap.md -o gap.json
+    """
+    with _guard(debug):
+        from advisor.compare import compare
+        from advisor.text import collapse_repeats
+        from advisor.usercontext import build_context
+
+        targets = _targets(output_format, output)
+        _refuse_overwriting(output, [base, target, *(env_file or []), *([context] if context else []), *(rules or [])])
+        user = build_context(env or [], env_file or [], context)
+        book = _rulebook(rules, skip_broken=True)
+        language = lang.value if lang else _locale_language()
+        result = _with_progress(f"Comparing {base} with {target}", lambda: _without_failing_packs(
+            book, lambda rules: compare(base, target, rules, lang=language, context=user)))
+        for fmt, output_path in targets:
+            _write_comparison(result, fmt, output_path)
+        for warning in collapse_repeats(list(result.warnings)):
+            _note(warning)
+        raise typer.Exit(_compare_exit_code(result, fail_on))
+
+
+def _write_comparison(result, fmt: OutputFormat, output: Path | None) -> None:  # noqa: ANN001 (a Comparison)
     from advisor.render.comparison import (
         render_comparison_html,
         render_comparison_json,
@@ -389,25 +590,14 @@ def compare_command(
         render_comparison_terminal,
     )
 
-    with _guard(debug):
-        fmt = _resolve_format(output_format, output)
-        _refuse_overwriting(output, [base, target, *(env_file or []), *([context] if context else []), *(rules or [])])
-        user = build_context(env or [], env_file or [], context)
-        book = _rulebook(rules, skip_broken=True)
-        language = lang.value if lang else _locale_language()
-        result = _with_progress(f"Comparing {base} with {target}", lambda: _without_failing_packs(
-            book, lambda rules: compare(base, target, rules, lang=language, context=user)))
-        if fmt is OutputFormat.terminal:
-            if output is not None:
-                _emit(_terminal_text(lambda console: render_comparison_terminal(result, console)), output)
-            else:
-                _to_stdout(lambda: render_comparison_terminal(result, _stdout_console()))
+    if fmt is OutputFormat.terminal:
+        if output is not None:
+            _emit(_terminal_text(lambda console: render_comparison_terminal(result, console)), output)
         else:
-            _emit({OutputFormat.md: render_comparison_markdown, OutputFormat.html: render_comparison_html,
-                   OutputFormat.json: render_comparison_json}[fmt](result), output)
-        for warning in collapse_repeats(list(result.warnings)):
-            _note(warning)
-        raise typer.Exit(_compare_exit_code(result, fail_on))
+            _to_stdout(lambda: render_comparison_terminal(result, _stdout_console()))
+    else:
+        _emit({OutputFormat.md: render_comparison_markdown, OutputFormat.html: render_comparison_html,
+               OutputFormat.json: render_comparison_json}[fmt](result), output)
 
 
 def _compare_exit_code(result, fail_on: FailOn | None) -> int:
@@ -420,38 +610,56 @@ def _compare_exit_code(result, fail_on: FailOn | None) -> int:
     return errors.EXIT_OK
 
 
-@app.command("mcp")
+@command(app, "mcp")
 def mcp_command(debug: DebugOption = False) -> None:
     """Serve the advisor to AI assistants over MCP on stdin/stdout (tools: diagnose, facts, explain, compare,
-    rules_list); needs `pip install 'advisor[mcp]'`. See docs/mcp.md."""
-    from advisor.mcp import serve
+    rules_list); needs `pip install 'advisor[mcp]'`. See docs/mcp.md.
 
+    \b
+    Example (register it with an MCP client, e.g. Claude Code):
+      claude mcp add advisor -- advisor mcp
+    """
     with _guard(debug):
+        from advisor.mcp import serve
+
         serve()
 
 
-plan_app = typer.Typer(help="Planners: concrete settings computed from shapes, sizes and measured times.", no_args_is_help=True)
+plan_app = typer.Typer(help="""Planners: concrete settings computed from shapes, sizes and measured times.
+
+\b
+Examples:
+  advisor plan mc2 --m 4096 --k 3072 --n 8192 --matmul-us 803 --comm-us 1071
+  advisor plan hccl-buffsize --micro-batch 4 --seq-len 8192 --hidden 8192
+  advisor plan parallel --params-b 70 --memory-gb 64 --nodes 4
+""", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
 
 
-@plan_app.command("mc2")
+@command(plan_app, "mc2")
 def plan_mc2_command(
-    m: Annotated[int, typer.Option("--m", help="Rows of the left matrix [M, K].")],
-    k: Annotated[int, typer.Option("--k", help="The shared axis K.")],
-    n: Annotated[int, typer.Option("--n", help="Columns of the right matrix [K, N].")],
-    matmul_us: Annotated[float, typer.Option("--matmul-us", help="Measured un-fused MatMul time, µs.")],
-    comm_us: Annotated[Optional[float], typer.Option("--comm-us", help="Measured un-fused AllReduce time, µs.")] = None,
-    dtype: Annotated[str, typer.Option("--dtype", help="fp16, bf16, fp32 or int8.")] = "fp16",
-    ranks: Annotated[int, typer.Option("--ranks", help="Ranks in the communication group.")] = 8,
-    factor: Annotated[float, typer.Option("--factor", help="Contention factor on the short block's times.")] = 1.15,
-    short: Annotated[Optional[int], typer.Option("--short", help="Override the short block length.")] = None,
+    m: Annotated[int, typer.Option("--m", metavar="ROWS", help="Rows of the left matrix [M, K].")],
+    k: Annotated[int, typer.Option("--k", metavar="K", help="The shared axis K.")],
+    n: Annotated[int, typer.Option("--n", metavar="COLS", help="Columns of the right matrix [K, N].")],
+    matmul_us: Annotated[float, typer.Option("--matmul-us", metavar="US", help="Measured un-fused MatMul time, µs.")],
+    comm_us: Annotated[Optional[float], typer.Option("--comm-us", metavar="US", help="Measured un-fused AllReduce time, µs.")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp16, bf16, fp32 or int8.")] = "fp16",
+    ranks: Annotated[int, typer.Option("--ranks", metavar="N", help="Ranks in the communication group.")] = 8,
+    factor: Annotated[float, typer.Option("--factor", metavar="X", help="Contention factor on the short block's times.")] = 1.15,
+    short: Annotated[Optional[int], typer.Option("--short", metavar="ROWS", help="Override the short block length.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Tile a MatmulAllReduce along M so MatMul and AllReduce overlap (seed 001's procedure)."""
-    from advisor.planners.mc2 import plan_mc2
+    """Tile a MatmulAllReduce along M so MatMul and AllReduce overlap (the tiling procedure of Ascend's MC²
+    best-practice guide).
 
+    \b
+    Example:
+      advisor plan mc2 --m 4096 --k 3072 --n 8192 --matmul-us 803 --comm-us 1071
+    """
     with _guard(False):
+        from advisor.planners.mc2 import plan_mc2
+
         plan = _planned(lambda: plan_mc2(m, k, n, dtype=dtype, ranks=ranks, matmul_us=matmul_us, comm_us=comm_us,
                                          factor=factor, short=short))
         if as_json:
@@ -469,20 +677,25 @@ def plan_mc2_command(
             typer.echo(f"note: {note}")
 
 
-@plan_app.command("hccl-buffsize")
+@command(plan_app, "hccl-buffsize")
 def plan_hccl_command(
-    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Samples per micro-batch per card.")],
-    sequence_length: Annotated[int, typer.Option("--seq-len", help="Tokens per sample.")],
-    hidden_size: Annotated[int, typer.Option("--hidden", help="Hidden size.")],
-    dtype: Annotated[str, typer.Option("--dtype", help="fp16, bf16, fp32, fp8 or int8.")] = "bf16",
-    current: Annotated[int, typer.Option("--current", help="The HCCL_BUFFSIZE in use, MB.")] = 200,
-    communicators: Annotated[Optional[int], typer.Option("--communicators", help="Communication groups per rank.")] = None,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", metavar="N", help="Samples per micro-batch per card.")],
+    sequence_length: Annotated[int, typer.Option("--seq-len", metavar="N", help="Tokens per sample.")],
+    hidden_size: Annotated[int, typer.Option("--hidden", metavar="N", help="Hidden size.")],
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp16, bf16, fp32, fp8 or int8.")] = "bf16",
+    current: Annotated[int, typer.Option("--current", metavar="MB", help="The HCCL_BUFFSIZE in use, MB.")] = 200,
+    communicators: Annotated[Optional[int], typer.Option("--communicators", metavar="N", help="Communication groups per rank.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """HCCL_BUFFSIZE from the size of one micro-batch activation (seed 003)."""
-    from advisor.planners.hccl import DTYPE_BYTES, plan_buffsize
+    """HCCL_BUFFSIZE from the size of one micro-batch activation.
 
+    \b
+    Example:
+      advisor plan hccl-buffsize --micro-batch 4 --seq-len 8192 --hidden 8192
+    """
     with _guard(False):
+        from advisor.planners.hccl import DTYPE_BYTES, plan_buffsize
+
         if dtype not in DTYPE_BYTES:
             raise errors.InputError(f"unknown dtype {dtype!r}; one of {', '.join(DTYPE_BYTES)}")
         plan = _planned(lambda: plan_buffsize(micro_batch, sequence_length, hidden_size, DTYPE_BYTES[dtype], current, communicators))
@@ -493,19 +706,25 @@ def plan_hccl_command(
         typer.echo(plan.explain())
 
 
-@plan_app.command("parallel")
+@command(plan_app, "parallel")
 def plan_parallel_command(
-    params_b: Annotated[float, typer.Option("--params-b", help="Model parameters, billions.")],
-    memory_gb: Annotated[float, typer.Option("--memory-gb", help="Device memory per card, GB.")],
-    cards_per_node: Annotated[int, typer.Option("--cards-per-node", help="NPUs per server.")] = 8,
-    nodes: Annotated[int, typer.Option("--nodes", help="Servers available.")] = 1,
-    activation_gb: Annotated[float, typer.Option("--activation-gb", help="Activations of one micro-batch without parallelism, GB.")] = 0.0,
+    params_b: Annotated[float, typer.Option("--params-b", metavar="BILLIONS", help="Model parameters, billions.")],
+    memory_gb: Annotated[float, typer.Option("--memory-gb", metavar="GB", help="Device memory per card, GB.")],
+    cards_per_node: Annotated[int, typer.Option("--cards-per-node", metavar="N", help="NPUs per server.")] = 8,
+    nodes: Annotated[int, typer.Option("--nodes", metavar="N", help="Servers available.")] = 1,
+    activation_gb: Annotated[float, typer.Option("--activation-gb", metavar="GB", help="Activations of one micro-batch without parallelism, GB.")] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
-    """TP, PP, DP, ZeRO-1 and recomputation from model size and hardware (seed 003's order of decisions)."""
-    from advisor.planners.parallel import plan_parallel
+    """TP, PP, DP, ZeRO-1 and recomputation from model size and hardware: tensor parallelism within a server
+    first, then pipeline stages across servers, data parallelism with what is left.
 
+    \b
+    Example:
+      advisor plan parallel --params-b 70 --memory-gb 64 --nodes 4
+    """
     with _guard(False):
+        from advisor.planners.parallel import plan_parallel
+
         plan = _planned(lambda: plan_parallel(params_b, memory_gb, cards_per_node, nodes, activation_gb))
         if as_json:
             _print_json({**_fields(plan), "layout": _fields(plan.layout)})
@@ -538,11 +757,11 @@ def _print_json(data: dict) -> None:
 
 
 def _rulebook(packs: list[Path] | None, skip_broken: bool = False):
-    """The built-in and installed rules, plus ``packs`` (broken packs skipped, or an error)."""
-    from advisor.diagnose import default_rulebook
+    """The built-in and installed rules (broken installed packs skipped), plus ``packs`` (broken ones skipped, or an
+    error). Loaded here rather than through advisor.diagnose, so the rules commands need no pandas."""
     from advisor.rulebook import load_rulebook
 
-    return load_rulebook(packs, skip_broken=skip_broken) if packs else default_rulebook()
+    return load_rulebook(packs, skip_broken=skip_broken) if packs else load_rulebook(skip_broken=True)
 
 
 def _without_failing_packs(book, run: Callable[[object], T]) -> T:
@@ -585,7 +804,7 @@ def main() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         _reserve_standard_streams()
-        app()
+        app(prog_name="advisor")  # also under `python -m advisor`: usage lines and completion name the program
     except KeyboardInterrupt:  # outside a command's own handling (parsing the command line, say)
         _note("interrupted", level="error")
         raise SystemExit(130) from None
@@ -645,6 +864,8 @@ def _to_stdout(write: Callable[[], None]) -> None:
 
 def _stdout_console() -> Console:
     """The console of a report on standard output; a broken pipe is left to _guard (rich would exit 1, --fail-on's code)."""
+    from rich.console import Console
+
     console = Console(width=min(Console().width, 120))
 
     def broken_pipe() -> None:
@@ -671,10 +892,10 @@ def _flushed_stdout() -> int | None:
 
 def _with_progress(what: str, work: Callable[[], T]) -> T:
     """Run ``work``; on a terminal, show which file is being read (never on a pipe, so JSON stays clean)."""
-    from advisor.ingest.ascend import PROGRESS
-
+    from rich.console import Console
     from rich.text import Text
 
+    from advisor.ingest.ascend import PROGRESS
     from advisor.render.common import strip_control
 
     stderr = Console(stderr=True)
@@ -697,36 +918,39 @@ def _with_progress(what: str, work: Callable[[], T]) -> T:
             PROGRESS.reset(token)
 
 
-def _resolve_format(fmt: OutputFormat | None, output: Path | None) -> OutputFormat:
+def _targets(fmt: OutputFormat | None, outputs: list[Path] | None) -> list[tuple[OutputFormat, Path | None]]:
+    """(format, file) for each report to write: standard output (None) when no -o is given, else each -o file in
+    the format of its suffix (or of --format, for one file)."""
+    if not outputs:
+        return [(fmt or OutputFormat.terminal, None)]
     if fmt is not None:
-        return fmt
-    if output is None:
-        return OutputFormat.terminal
-    suffix_format = _SUFFIX_FORMATS.get(output.suffix.lower())
-    if suffix_format is None:
-        raise errors.InputError(f"{output}: cannot tell the format from the suffix; pass --format md|html|json")
-    return suffix_format
+        if len(outputs) > 1:
+            raise errors.InputError("--format applies to one output; with several -o each file's suffix gives its format")
+        return [(fmt, outputs[0])]
+    targets = []
+    for output in outputs:
+        suffix_format = _SUFFIX_FORMATS.get(output.suffix.lower())
+        if suffix_format is None:
+            raise errors.InputError(f"{output}: cannot tell the format from the suffix; pass --format md|html|json")
+        targets.append((suffix_format, output))
+    resolved = [os.path.realpath(output) for output in outputs]
+    if len(set(resolved)) < len(resolved):
+        raise errors.InputError(f"the same file is given to -o twice ({', '.join(map(str, outputs))})")
+    return targets
 
 
-def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool = False) -> None:
-    from advisor.render import (
-        render_html,
-        render_json,
-        render_markdown,
-        render_terminal,
-    )
+def _write(report: Report, fmt: OutputFormat, output: Path | None, explain: bool, view: View) -> None:
+    """Print the report on standard output (``output`` None) or write it to a file, in ``fmt`` at ``view``."""
+    from advisor.render import render_html, render_json, render_markdown, render_terminal
 
     if fmt is OutputFormat.terminal:
         if output is not None:
-            _emit(_terminal_text(lambda console: render_terminal(report, console, explain)), output)
+            _emit(_terminal_text(lambda console: render_terminal(report, console, explain, view)), output)
         else:
-            _to_stdout(lambda: render_terminal(report, _stdout_console(), explain))
+            _to_stdout(lambda: render_terminal(report, _stdout_console(), explain, view))
     else:
-        _emit({OutputFormat.md: render_markdown, OutputFormat.html: render_html, OutputFormat.json: render_json}[fmt](report),
-              output)
-    _note_coverage(report.coverage)
-    if report.status == "empty":
-        _note("nothing could be diagnosed: no step or operator data was readable", level="error")
+        document = {OutputFormat.md: render_markdown, OutputFormat.html: render_html, OutputFormat.json: render_json}[fmt]
+        _emit(document(report, view), output)
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -781,6 +1005,8 @@ def _terminal_text(render: Callable[[Console], None]) -> str:
     """What a terminal report looks like in a file: 100 columns, no colour."""
     import io
 
+    from rich.console import Console
+
     buffer = io.StringIO()
     render(Console(file=buffer, width=100, no_color=True, force_terminal=False))
     return buffer.getvalue()
@@ -796,10 +1022,14 @@ def _files_read(path: Path, coverage) -> list[Path]:
 _INPUT_NAME = re.compile(r"^(profiler_info.*\.json|profiler_metadata\.json|.*\.pt\.trace\.json(\.gz)?|.*\.db|info\.json\.\d+)$")
 
 
-def _refuse_overwriting(output: Path | None, inputs: list[Path]) -> None:
+def _refuse_overwriting(outputs: list[Path] | None, inputs: list[Path]) -> None:
     """Refuse an output that is one of the inputs: a file given, a file read, or a profiler file under a directory given."""
-    if output is None or not output.exists():
-        return
+    for output in outputs or []:
+        if output.exists():
+            _refuse_overwriting_one(output, inputs)
+
+
+def _refuse_overwriting_one(output: Path, inputs: list[Path]) -> None:
     for given in inputs:
         try:
             same = os.path.samefile(output, given)
@@ -835,6 +1065,8 @@ def _note_coverage(coverage) -> None:
     """One warning line per input that was skipped, read in part or read with problems (repeats collapsed)."""
     lines = [f"skipped {skipped.file}: {skipped.reason}" for skipped in coverage.skipped]
     lines += [f"read only part of {partial.file}: {partial.reason}" for partial in coverage.partly_read]
+    from advisor.text import collapse_repeats
+
     for line in collapse_repeats([*lines, *coverage.warnings]):
         _note(line, level="warning")
 

@@ -2,8 +2,10 @@
 
 For the real two-rank capture and for a job with a finding in every category, in English and Chinese:
 no console errors, no network request beyond the file itself and its inline data: images, every chart
-drawn, every finding shown, no horizontal overflow on a desktop or a phone-sized screen. Full-page
-screenshots are saved under test-artifacts/ (or $ADVISOR_TEST_ARTIFACTS) for people to look at.
+drawn, every finding shown, no horizontal overflow on a desktop or a phone-sized screen. Low-severity
+findings are collapsed (a closed <details>, no script) and code blocks wrap instead of scrolling. The
+comparison page of `advisor compare` draws its charts the same way. Full-page screenshots are saved under
+test-artifacts/ (or $ADVISOR_TEST_ARTIFACTS) for people to look at.
 Skipped only where no Chromium is installed; .ci/run installs Debian's chromium when it is missing.
 """
 
@@ -24,7 +26,9 @@ from builders import (
 )
 
 from advisor.diagnose import diagnose
+from advisor.compare import compare
 from advisor.render import render_html
+from advisor.render.comparison import render_comparison_html
 from advisor.scaffold import CATEGORIES
 from advisor.usercontext import build_context
 
@@ -40,6 +44,13 @@ PAGE = {
     "overflow": "document.documentElement.scrollWidth - document.documentElement.clientWidth",
     "scripts": "document.scripts.length",
     "pwned": "typeof window.__pwned",
+    # closed <details> of low findings: their articles are not rendered; the others are
+    "low_closed": "[...document.querySelectorAll('details.low-findings')].every(d => !d.open)",
+    "low_rendered": "[...document.querySelectorAll('details.low-findings article')].filter(a => a.checkVisibility()).length",
+    "low_count": "document.querySelectorAll('details.low-findings article').length",
+    "others_rendered": "[...document.querySelectorAll('article.finding:not(.severity-low)')].every(a => a.checkVisibility())",
+    "code_scrolls": "[...document.querySelectorAll('pre')].filter(p => p.checkVisibility() && p.scrollWidth > p.clientWidth + 1).length",
+    "warnings": "[...document.querySelectorAll('section.coverage li')].map(li => li.textContent)",
 }
 
 chromium_path = find_chromium()
@@ -62,9 +73,9 @@ def every_category(tmp_path_factory):
     return build_every_category(root / "job"), build_context(EVERY_CATEGORY_ENV, [], context)
 
 
-def _visit(browser: Chromium, report, name: str, tmp_path: Path) -> dict:
+def _visit(browser: Chromium, report, name: str, tmp_path: Path, compared: bool = False) -> dict:
     page = tmp_path / f"{name}.html"
-    page.write_text(render_html(report), encoding="utf-8")
+    page.write_text(render_comparison_html(report) if compared else render_html(report), encoding="utf-8")
     wide = browser.visit(page.as_uri(), 1280, 900, PAGE)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.screenshot(ARTIFACTS / f"{name}.png")
@@ -76,6 +87,10 @@ def _visit(browser: Chromium, report, name: str, tmp_path: Path) -> dict:
         assert visit.values["scripts"] == 0 and visit.values["pwned"] == "undefined"
         assert visit.values["overflow"] <= 0, f"{name}: the page scrolls sideways by {visit.values['overflow']} px"
         assert visit.values["charts_drawn"] and visit.values["chart_alts"]
+        assert visit.values["low_closed"] and visit.values["low_rendered"] == 0 and visit.values["others_rendered"]
+        assert visit.values["code_scrolls"] == 0, f"{name}: a code block scrolls instead of wrapping"
+    if not compared:
+        assert wide.values["low_count"] == sum(f.severity == "low" for f in report.findings)
     shown = wide.values["findings"]
     assert len(shown) == len(report.findings)
     for heading, finding in zip(shown, report.findings):
@@ -89,6 +104,17 @@ def test_real_capture_in_the_browser(browser, tmp_path, lang):
     report = diagnose(FIXTURE, lang=lang)
     values = _visit(browser, report, f"report-real-{lang}", tmp_path)
     assert set(values["charts"]) == ALL_CHARTS
+    assert values["low_count"] >= 5  # the real capture has low findings: they are there, collapsed
+
+
+@needs_chromium
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_comparison_in_the_browser(browser, tmp_path, lang):
+    """GPU job against the real capture: both comparison charts drawn, the different-workload warning shown."""
+    gap = compare(ROOT / "examples" / "gpu-synthetic-2ranks", FIXTURE, lang=lang)
+    values = _visit(browser, gap, f"compare-{lang}", tmp_path, compared=True)
+    assert set(values["charts"]) == {"compare_step_breakdown", "compare_operators"}
+    assert any(("different workloads" if lang == "en" else "不同的负载") in w for w in values["warnings"])
 
 
 @needs_chromium

@@ -28,7 +28,8 @@ def test_diagnose_terminal_on_the_real_cluster():
     assert result.stderr == ""
 
 
-@pytest.mark.parametrize(("suffix", "probe"), [(".json", '"schema_version": 1'), (".md", "## Findings"), (".html", "<!DOCTYPE html>")])
+@pytest.mark.parametrize(("suffix", "probe"), [(".json", '"schema_version": 1'), (".md", "## Top actions"), (".html", "<!DOCTYPE html>"),
+                                             (".txt", "Top actions")])
 def test_output_format_follows_the_file_suffix(tmp_path, suffix, probe):
     target = tmp_path / f"report{suffix}"
     result = advisor("diagnose", str(SAMPLE_CLUSTER), "-o", str(target))
@@ -109,10 +110,10 @@ def test_nothing_diagnosable_exits_4_but_still_says_what_to_collect(tmp_path):
 
 
 CRASH = (
-    "import sys, advisor.cli as cli\n"
+    "import sys, advisor.cli as cli, advisor.diagnose\n"
     "def boom(*args, **kwargs):\n"
     "    raise RuntimeError('simulated bug')\n"
-    "cli.diagnose = boom\n"
+    "sys.modules['advisor.diagnose'].diagnose = boom\n"
     "sys.argv = ['advisor', *sys.argv[1:]]\n"
     "cli.main()\n"
 )
@@ -195,3 +196,110 @@ def test_progress_shows_each_file_on_a_terminal_and_nothing_on_a_pipe(tmp_path):
     json.loads(result.stdout)  # the report on stdout is untouched by the progress display
     piped = advisor("diagnose", str(REAL), "-f", "json")
     assert piped.stderr == "" and json.loads(piped.stdout)["schema_version"] == 1
+
+
+# --- brief reports, several -o, filters, help and completion (issue 19, items 2 and 5) ---
+
+EXAMPLE = REAL.parent.parent.parent / "examples" / "ascend-level1-2ranks"
+
+# Counts the diagnoses a command runs (written to stderr when it exits).
+COUNTING = (
+    "import atexit, sys, advisor.cli as cli, advisor.diagnose\n"
+    "module = sys.modules['advisor.diagnose']\n"
+    "original, calls = module.diagnose, []\n"
+    "def counted(*args, **kwargs):\n"
+    "    calls.append(1)\n"
+    "    return original(*args, **kwargs)\n"
+    "module.diagnose = counted\n"
+    "atexit.register(lambda: sys.__stderr__.write(f'DIAGNOSES {len(calls)}\\n'))\n"
+    "sys.argv = ['advisor', *sys.argv[1:]]\n"
+    "cli.main()\n"
+)
+
+
+def test_markdown_and_terminal_are_brief_by_default_and_full_on_request():
+    brief = advisor("diagnose", str(EXAMPLE), "-f", "md")
+    assert brief.returncode == 0, brief.stderr
+    assert len(brief.stdout.splitlines()) <= 60 and "## Top actions" in brief.stdout and "## Findings" not in brief.stdout
+    assert "`advisor diagnose " + str(EXAMPLE) + " --detail full`" in brief.stdout
+    full = advisor("diagnose", str(EXAMPLE), "-f", "md", "--detail", "full")
+    assert "## Findings" in full.stdout and len(full.stdout) > 30 * len(brief.stdout) / 2
+    terminal = advisor("diagnose", str(EXAMPLE))
+    assert len(terminal.stdout.splitlines()) <= 60 and "Top actions" in terminal.stdout
+    explained = advisor("diagnose", str(EXAMPLE), "--explain")  # --explain shows every finding
+    assert "Why it fired" in explained.stdout and len(explained.stdout.splitlines()) > 100
+
+
+def test_several_outputs_are_written_from_one_analysis(tmp_path):
+    outputs = [tmp_path / name for name in ("r.html", "r.md", "r.json", "r.txt")]
+    arguments = ["diagnose", str(SAMPLE_CLUSTER), *[a for o in outputs for a in ("-o", str(o))]]
+    done = subprocess.run([sys.executable, "-c", COUNTING, *arguments], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "DIAGNOSES 1" in done.stderr and done.stdout == ""
+    for output in outputs:
+        assert f"report written to {output}" in done.stderr
+    assert outputs[0].read_text().startswith("<!DOCTYPE html>") and "## Top actions" in outputs[1].read_text()
+    assert "Top actions" in outputs[3].read_text() and "<" not in outputs[3].read_text()[:40]
+    single = tmp_path / "single.json"
+    assert advisor("diagnose", str(SAMPLE_CLUSTER), "-o", str(single)).returncode == 0
+    assert outputs[2].read_text() == single.read_text()  # the same JSON as a run of its own
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-f", "md", "-o", "a.md", "-o", "b.html"], "--format applies to one output"),
+    (["-o", "same.md", "-o", "./same.md"], "the same file is given to -o twice"),
+    (["--max-findings", "-1"], "--max-findings is a number of findings, 0 or more"),
+    (["--detail", "some"], "Invalid value for '--detail'"),
+])
+def test_output_and_filter_mistakes_exit_2(tmp_path, args, message):
+    done = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(SAMPLE_SINGLE), *args], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_filters_apply_to_json_and_fail_on_sees_every_finding():
+    everything = json.loads(advisor("diagnose", str(EXAMPLE), "-f", "json").stdout)["findings"]
+    assert {f["severity"] for f in everything} >= {"high", "low"}
+    two = advisor("diagnose", str(EXAMPLE), "-f", "json", "--max-findings", "2")
+    assert [f["id"] for f in json.loads(two.stdout)["findings"]] == [f["id"] for f in everything[:2]]
+    low_hidden = advisor("diagnose", str(EXAMPLE), "-f", "json", "--min-severity", "medium", "--fail-on", "low")
+    assert "low" not in {f["severity"] for f in json.loads(low_hidden.stdout)["findings"]}
+    assert low_hidden.returncode == 1  # the low findings still count for --fail-on
+
+
+def _commands(group=None, prefix=()):
+    from typer.main import get_command
+
+    from advisor.cli import app
+
+    group = group or get_command(app)
+    for name, command in sorted(getattr(group, "commands", {}).items()):
+        yield (*prefix, name)
+        yield from _commands(command, (*prefix, name))
+
+
+def test_every_command_has_an_example_and_clean_metavars():
+    commands = list(_commands())
+    assert len(commands) >= 15 and ("rules", "lint") in commands and ("plan", "mc2") in commands
+    for command in [(), *commands]:
+        done = advisor(*command, "--help")
+        assert done.returncode == 0, (command, done.stderr)
+        text = done.stdout
+        assert re.search(r"\n  Examples?\b.*:\n    advisor ", text) or (command == ("mcp",) and "advisor mcp" in text), command
+        assert not re.search(r"<[a-z][\w\[\], |]*>|\{[A-Z]+\}", text), (command, re.findall(r"<[^>]+>|\{[A-Z]+\}", text))
+        assert "seed" not in text.lower(), command
+
+
+def test_shell_completion():
+    assert re.search(r"\n  --install-completion +Install completion for the current shell", advisor("--help").stdout)
+    script = advisor("--show-completion", "bash")
+    assert script.returncode == 0 and "_advisor_completion" in script.stdout
+    env = {"_ADVISOR_COMPLETE": "complete_bash", "COMP_WORDS": "advisor dia", "COMP_CWORD": "1"}
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['advisor']; from advisor.cli import main; main()"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert done.stdout.split() == ["diagnose"]
+    env.update(COMP_WORDS="advisor explain host.device_id", COMP_CWORD="2")
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['advisor']; from advisor.cli import main; main()"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert done.stdout.split() == ["host.device_idle"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 
 import pytest
@@ -136,7 +137,9 @@ def test_the_cli_writes_every_format_and_escapes_names(tmp_path, suffix):
         document = json.loads(text)
         assert document["schema_version"] == "advisor-compare/1" and document["findings"][0]["key"] == hostile
     elif suffix == ".html":
-        assert "<img" not in text and "evil&lt;img src=x onerror=alert`1` | **bold**" in text
+        # the charts are <img src="data:image/svg+xml;…">; the name's own <img …> must not be one
+        assert "<img src=x" not in text and "evil&lt;img src=x onerror=alert`1` | **bold**" in text
+        assert all(tag.startswith('<img src="data:image/svg+xml;base64,') for tag in re.findall(r"<img[^>]*", text))
     elif suffix == ".md":
         assert "<img" not in text and r"evil&lt;img src=x onerror=alert\`1\` \| \*\*bold\*\*" in text
     else:

@@ -25,17 +25,23 @@ def test_fact_catalogue_doc_is_generated_from_the_models():
 
 
 def test_readme_markdown_excerpt_matches_todays_report():
+    """The README quotes what `advisor diagnose examples/ascend-level1-2ranks -f md` prints: the brief report, whole."""
     import advisor
-    from advisor.render import render_markdown
+    from advisor.render import View, render_markdown
 
     readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
     quoted = "\n".join(line[2:] if line.startswith("> ") else "" for line in readme.splitlines() if line.startswith(">"))
     blocks = [" ".join(block.split()) for block in quoted.split("\n\n") if block.strip()]
-    assert len(blocks) >= 5
-    report = render_markdown(advisor.diagnose(DOCS.parent / "examples" / "ascend-level1-2ranks"))
-    flat = " ".join(report.split())
+    assert len(blocks) >= 8
+    report = advisor.diagnose(DOCS.parent / "examples" / "ascend-level1-2ranks")
+    # the path as the command line above gives it, from the repository's root
+    report = report.model_copy(update={"input": report.input.model_copy(update={"path": "examples/ascend-level1-2ranks"})})
+    brief = render_markdown(report, View("brief"))
+    flat = " ".join(brief.split())
     for block in blocks:
         assert block in flat, f"README excerpt is out of date: {block[:80]}…"
+    assert " ".join(quoted.split()) == flat, "the README quotes the whole brief report"
+    assert f"{len(brief.splitlines())} lines" in readme
 
 
 def test_readme_counts_of_rules_and_prescriptions_are_current():

@@ -35,7 +35,8 @@ def _small_files_only() -> None:
 def test_a_report_that_cannot_be_written_whole_leaves_the_previous_one(tmp_path, fmt):
     report = tmp_path / "report.md"
     report.write_text("the previous report\n")
-    done = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(PROFILE), "-f", fmt, "-o", str(report)],
+    done = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(PROFILE), "-f", fmt, "-o", str(report),
+                           "--detail", "full"],  # the full report: more than the 4 KiB the child may write
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
                           preexec_fn=_small_files_only, env={**os.environ, "ADVISOR_CACHE_DIR": ""})
     assert done.returncode == 2, done.stderr

@@ -14,7 +14,7 @@ from conftest import REAL, SAMPLE_CLUSTER, SAMPLE_SINGLE
 from rich.console import Console
 
 import advisor
-from advisor.render import render_html, render_json, render_markdown, render_terminal
+from advisor.render import View, render_html, render_json, render_markdown, render_terminal
 from advisor.render.documents import md_escape
 from advisor.report import SCHEMA_PATH, report_schema
 
@@ -165,3 +165,137 @@ def test_hostile_names_keep_the_markdown_structure(tmp_path):
     html = "".join(t.content for t in tokens if t.type in ("html_block", "html_inline"))
     assert set(re.findall(r"</?([a-zA-Z]+)", html)) <= {"details", "summary"}
     assert not [t for t in tokens if t.type == "link_open"]
+
+
+# --- brief and full reports, filters, units, HTML layout, charts, references (issue 19, item 2) ---
+
+EXAMPLE = REAL.parent.parent.parent / "examples" / "ascend-level1-2ranks"
+BRIEF = View("brief")
+
+
+@pytest.fixture(scope="module")
+def example():
+    return advisor.diagnose(EXAMPLE)
+
+
+def test_brief_markdown_of_the_bundled_example_is_ticket_sized(example):
+    brief = render_markdown(example, BRIEF)
+    assert len(brief.splitlines()) <= 60 and len(brief) < 32_000  # Jira's limit is 32,767 characters
+    full = render_markdown(example)
+    assert len(full) > 32_000  # what the brief report replaces
+    assert "**Verdict:** The job is communication-bound" in brief and "## Top actions" in brief
+    for finding in example.findings[:5]:
+        assert finding.title in brief and md_escape(f", {finding.gain_basis}") in brief
+    assert example.findings[5].title not in brief
+    assert f"Top 5 of {len(example.findings)} findings" in brief
+    assert "--detail full`" in brief and "`-o report.html`" in brief
+    assert "| 0 | 1 | 136.58 | 8.87 (6.5%) | 101.96 (74.7%) | 25.74 (18.8%) | communication-bound |" in brief
+    assert "## Findings" not in brief and "<details>" not in brief  # no evidence, trace or coverage
+    tokens = _markdown_tokens(brief)
+    assert not [t for t in tokens if t.type in ("html_block", "html_inline", "link_open")]
+
+
+def test_brief_terminal_report_of_the_bundled_example_is_short(example):
+    buffer = io.StringIO()
+    render_terminal(example, Console(file=buffer, width=100, no_color=True), view=BRIEF)
+    text = buffer.getvalue()
+    assert len(text.splitlines()) <= 60 and max(len(line.rstrip()) for line in text.splitlines()) <= 100
+    assert "Top actions" in text and example.findings[0].title in text and example.findings[5].title not in text
+    assert "--detail full" in text and "-o report.html" in text
+    full = io.StringIO()
+    render_terminal(example, Console(file=full, width=100, no_color=True))
+    assert example.findings[-1].title in full.getvalue() and "Top operator types" in full.getvalue()
+
+
+def test_one_unit_per_column(example):
+    """Durations in a table column share one unit, named in the header (never µs beside ms)."""
+    for text in (render_markdown(example), render_markdown(example, BRIEF)):
+        rows = [line for line in text.splitlines() if re.match(r"^\| \d+ \|", line)]
+        assert rows and not [line for line in rows if re.search(r"\d (µs|ms|s)\b", line)]
+        assert "| Step time, ms | Compute, ms | Exposed communication, ms | Free (idle), ms |" in text
+    assert "| Time / step, ms |" in render_markdown(example)
+    html = render_html(example)
+    assert "<th>Step time, ms</th>" in html and "<th>Time / step, ms</th>" in html
+    assert not re.search(r'<td class="num">[\d,.]+ (µs|ms)', html)
+
+
+def test_a_big_cluster_shows_its_slowest_and_fastest_ranks_in_the_brief_table(example):
+    from advisor.report import RankSummary
+
+    template = example.summary.per_rank[0]
+    ranks = [RankSummary(**{**template.model_dump(), "rank": n, "step_time_us": 100_000.0 + 37 * ((n * 7919) % 300)})
+             for n in range(300)]
+    big = example.model_copy(update={"summary": example.summary.model_copy(update={"per_rank": ranks})})
+    brief = render_markdown(big, BRIEF)
+    rows = [line for line in brief.splitlines() if re.match(r"^\| \d+ \|", line)]
+    times = [float(line.split(" | ")[2].replace(",", "")) for line in rows]
+    assert len(rows) == 12 and times == sorted(times, reverse=True)
+    slowest = max(ranks, key=lambda r: (r.step_time_us, r.rank))
+    assert rows[0].startswith(f"| {slowest.rank} |")
+    assert "300 ranks: step time from" in brief and "The 8 slowest and 4 fastest ranks are shown, slowest first." in brief
+    assert len(brief.splitlines()) <= 60
+    assert len([line for line in render_markdown(big).splitlines() if re.match(r"^\| \d+ \| \d+ \|", line)]) == 300
+
+
+def test_max_findings_and_min_severity_filter_every_format(example):
+    kept = View(max_findings=2)
+    assert [f["id"] for f in json.loads(render_json(example, kept))["findings"]] == [f.id for f in example.findings[:2]]
+    high = View(min_severity="high")
+    document = json.loads(render_json(example, high))
+    jsonschema.validate(document, SCHEMA)
+    assert {f["severity"] for f in document["findings"]} == {"high"}
+    full = render_markdown(example, high)
+    assert f"2 of {len(example.findings)} findings shown" in full and example.findings[-1].title not in full
+    assert example.findings[-1].title not in render_html(example, high)
+    brief = render_markdown(example, View("brief", min_severity="medium"))
+    assert "### " not in brief and sum(line[:3] in ("1. ", "2. ", "3. ", "4. ", "5. ", "6. ") for line in brief.splitlines()) == 5
+    assert render_json(example) == render_json(example, View())  # no filter: the whole contract, byte for byte
+
+
+def test_html_collapses_low_findings_and_shows_no_unknown_versions(example):
+    html = render_html(example)
+    low = [f for f in example.findings if f.severity == "low"]
+    assert low
+    collapsed = html.split('<details class="low-findings">', 1)[1]
+    assert f"<summary>{len(low)} low-severity finding(s)</summary>" in collapsed
+    assert collapsed.count('<article class="finding severity-low"') == len(low) == html.count('<article class="finding severity-low"')
+    assert '<article class="finding severity-high"' not in collapsed and "<script" not in html
+    meta = html.split('<dl class="meta">', 1)[1].split("</dl>", 1)[0]
+    assert "unknown" not in meta and "None" not in meta
+    no_versions = example.model_copy(update={"input": example.input.model_copy(update={"torch_npu_version": None, "cann_version": None})})
+    assert "<dt>Versions</dt>" not in render_html(no_versions) and "| Versions |" not in render_markdown(no_versions)
+    assert "white-space: pre-wrap" in html  # code blocks wrap
+
+
+def test_charts_draw_whole_names_and_no_pareto_below_four_operators(example):
+    from advisor.render.charts import MIN_PARETO, report_charts, wrapped
+    from advisor.render.common import report_labels
+
+    name = "void cutlass::Kernel<cutlass_80_tensorop_s16816gemm_relu_bf16_256x128_32x3_nn_align8>(Params)"
+    assert wrapped(name).replace("\n", "") == name and max(len(part) for part in wrapped(name).split("\n")) <= 44
+    words = report_labels(example)
+    assert "top_operators" in report_charts(example, words)
+    few = example.model_copy(update={"summary": example.summary.model_copy(
+        update={"top_operators": example.summary.top_operators[: MIN_PARETO - 1]})})
+    assert "top_operators" not in report_charts(few, words)
+    long = example.summary.top_operators[0].model_copy(update={"op_type": name})
+    named = example.model_copy(update={"summary": example.summary.model_copy(
+        update={"top_operators": [long, *example.summary.top_operators[1:]]})})
+    svg = report_charts(named, words)["top_operators"].svg
+    assert all(html_escape(part, quote=False) in svg for part in wrapped(name).split("\n"))
+
+
+def test_references_name_public_documents_never_internal_files():
+    from advisor.plan import _reference
+    from advisor.rulebook import load_rulebook
+
+    book = load_rulebook(installed=False)
+    cited = [(entry.id, r) for entry in book.knowledge.values() for r in entry.references]
+    assert sum(r.seed is not None for _, r in cited) > 20
+    for entry_id, reference in cited:
+        text = _reference(reference)
+        assert not re.search(r"seed|\.txt|\b00\d_[0-9a-f]{6}", text, re.I), (entry_id, text)
+        if reference.seed:  # where to find it: a site, or an address
+            assert re.search(r"hiascend\.com|huaweicloud\.com|CSDN", text), (entry_id, text)
+    markdown = render_markdown(advisor.diagnose(REAL))
+    assert "seed" not in markdown.lower()

@@ -1,16 +1,23 @@
-"""Render one Report four ways: terminal, Markdown, HTML and JSON."""
+"""Render one Report four ways: terminal, Markdown, HTML and JSON.
+
+Each takes a ``View`` (advisor.render.common): ``detail`` brief or full for the terminal and Markdown (full by
+default here; the command line's default is brief), and the findings to keep (``max_findings``, ``min_severity``)
+for every format.
+"""
 
 from __future__ import annotations
 
 import json
 
+from advisor.render.common import FULL, View, filtered_report
 from advisor.render.documents import render_html, render_markdown
 from advisor.render.terminal import render_terminal
 from advisor.report import Report
 
-__all__ = ["render_html", "render_json", "render_markdown", "render_terminal"]
+__all__ = ["View", "render_html", "render_json", "render_markdown", "render_terminal"]
 
 
-def render_json(report: Report) -> str:
-    """The JSON report (design §4.3): same input, byte-identical output."""
-    return json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+def render_json(report: Report, view: View = FULL) -> str:
+    """The JSON report (design §4.3), with the findings ``view`` keeps: same input, byte-identical output."""
+    document = filtered_report(report, view).model_dump(mode="json")
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

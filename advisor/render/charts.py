@@ -1,10 +1,12 @@
 """Charts for the HTML report, drawn with matplotlib into self-contained SVG (no pyplot, no global state).
 
 Each chart is a small function of the Report: the step-time breakdown per rank, the top operators as a
-Pareto chart, the bandwidth of each link against its nominal, and device memory over time with the
-allocator's reorganisations marked. A chart whose data the profile lacks is left out. Text from the
-input (operator names) is drawn as plain text: mathtext parsing is off, and the SVG writer escapes XML.
-Output is deterministic (fixed hash salt, no date), so the same report gives the same bytes.
+Pareto chart (from MIN_PARETO operator types: with fewer the table says it all), the bandwidth of each link
+against its nominal, and device memory over time with the allocator's reorganisations marked; and for
+``advisor compare`` the step breakdown and the operators of both sides. A chart whose data the profile lacks
+is left out. Names from the input (operators, kernels) are drawn whole, wrapped over several lines, never cut;
+they are plain text: mathtext parsing is off, and the SVG writer escapes XML. Output is deterministic (fixed
+hash salt, no date), so the same report gives the same bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ _RC = {
 }
 _MAX_BARS = 32
 _MAX_MEMORY_RANKS = 8
-_LABEL_CHARS = 28
+_LABEL_CHARS = 44  # a name longer than this is wrapped onto further lines
+MIN_PARETO = 4
+_MAX_COMPARED_OPERATORS = 15
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,19 @@ def _svg(figure) -> str:
     return buffer.getvalue()
 
 
-def _short(text: str) -> str:
+def wrapped(text: str, width: int = _LABEL_CHARS) -> str:
+    """The whole name on lines of at most ``width`` characters, broken after separators where it can be
+    (``_``, ``::``, ``<``, ``,``, space), else anywhere: a long kernel name stays readable and complete."""
     text = strip_control(text)
-    return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
+    lines, rest = [], text
+    while len(rest) > width:
+        cut = max((rest.rfind(mark, 0, width) + len(mark) for mark in ("_", "::", "<", ",", " ", "/", ".")), default=0)
+        if cut < width // 2:
+            cut = width
+        lines.append(rest[:cut])
+        rest = rest[cut:]
+    lines.append(rest)
+    return "\n".join(lines)
 
 
 def _step_breakdown(report: Report, words: dict[str, str]) -> Chart | None:
@@ -108,25 +122,29 @@ def _step_breakdown(report: Report, words: dict[str, str]) -> Chart | None:
 
 
 def _top_operators(report: Report, words: dict[str, str]) -> Chart | None:
+    """Horizontal bars of time per step, largest first, each with its share and the running (cumulative) share
+    of compute: a Pareto chart whose operator names are read whole down the side."""
     operators = report.summary.top_operators
-    if not operators:
+    if len(operators) < MIN_PARETO:
         return None
-    figure = _figure(7.5, 3.8)
+    names = [wrapped(op.op_type) for op in operators]
+    lines = sum(name.count("\n") + 1 for name in names)
+    figure = _figure(7.5, min(1.0 + 0.22 * lines + 0.12 * len(names), 16))
     axes = figure.add_subplot()
-    names = [_short(op.op_type) for op in operators]
     positions = list(range(len(operators)))
-    axes.bar(positions, [op.total_us_per_step / 1000 for op in operators], color=COLOURS["compute"])
-    axes.set_xticks(positions, names, rotation=35, ha="right")
-    axes.set_ylabel(words["chart_ms_per_step"])
-    cumulative = axes.twinx()
+    values = [op.total_us_per_step / 1000 for op in operators]
+    axes.barh(positions, values, color=COLOURS["compute"], height=0.6)
+    axes.set_yticks(positions, names, fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel(words["chart_ms_per_step"])
     running, shares = 0.0, []
-    for op in operators:
+    for position, (op, value) in enumerate(zip(operators, values)):
         running += op.share_of_compute
         shares.append(min(running, 1.0) * 100)
-    cumulative.plot(positions, shares, color=COLOURS["communication"], marker="o", markersize=3)
-    cumulative.set_ylim(0, 105)
-    cumulative.set_ylabel(words["chart_cumulative_share"])
-    cumulative.spines["right"].set_visible(True)
+        axes.annotate(f" {op.share_of_compute:.0%} · Σ {shares[-1]:.0f}%", (value, position), va="center", fontsize=7,
+                      color=COLOURS["nominal"])
+    axes.set_xlim(0, max(values) * 1.3 if max(values) > 0 else 1)
+    axes.set_title(words["chart_cumulative_share"], loc="left", fontsize=8, color=COLOURS["free"])
     description = words["chart_top_operators_alt"].format(count=len(operators), share=shares[-1])
     return Chart("top_operators", words["top_operators"], description, _svg(figure))
 
@@ -145,7 +163,7 @@ def _bandwidth(report: Report, words: dict[str, str]) -> Chart | None:
     if nominal:
         axes.scatter([i for i, _ in nominal], [v for _, v in nominal], marker="_", s=400, linewidths=2,
                      color=COLOURS["nominal"], label=words["chart_nominal"], zorder=3)
-    axes.set_xticks(positions, [f"{words['rank']} {f['rank']}\n{_short(f['transport'])}" for f in links], fontsize=7)
+    axes.set_xticks(positions, [f"{words['rank']} {f['rank']}\n{wrapped(f['transport'], 16)}" for f in links], fontsize=7)
     axes.set_ylabel("GB/s")
     axes.legend(loc="upper right", frameon=False)
     worst = min(links, key=lambda f: f.get("utilization") if f.get("utilization") is not None else 9.9)
@@ -183,3 +201,65 @@ def _memory(report: Report, words: dict[str, str]) -> Chart | None:
     peak = max(max(f["timeline_reserved_mb"]) for f in series)
     description = words["chart_memory_alt"].format(ranks=len(series), peak=peak, marks=marks)
     return Chart("memory", words["chart_memory"], description, _svg(figure))
+
+
+# --- advisor compare ---
+
+
+def comparison_charts(comparison, words: dict[str, str]) -> dict[str, Chart]:  # noqa: ANN001 (a Comparison)
+    """The charts of a comparison: the step breakdown of both sides, and the operators that differ most."""
+    import matplotlib
+
+    charts = {}
+    with matplotlib.rc_context(_RC), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        for build in (_compared_steps, _compared_operators):
+            chart = build(comparison, words)
+            if chart is not None:
+                charts[chart.key] = chart
+    return charts
+
+
+def _compared_steps(comparison, words: dict[str, str]) -> Chart | None:  # noqa: ANN001
+    """BASE and TARGET as two stacked bars: compute, exposed communication and idle, ms per step."""
+    parts = {row.name: row for row in comparison.breakdown}
+    if not all(name in parts for name in ("compute", "communication", "free")):
+        return None
+    figure = _figure(7.5, 2.2)
+    axes = figure.add_subplot()
+    sides = [words["base"], words["target"]]
+    left = [0.0, 0.0]
+    for part in ("compute", "communication", "free"):
+        values = [parts[part].base / 1000, parts[part].target / 1000]
+        axes.barh(sides, values, left=left, color=COLOURS[part], label=words[part], height=0.55)
+        left = [a + b for a, b in zip(left, values)]
+    for position, total in enumerate(left):
+        axes.annotate(f" {total:,.1f} ms", (total, position), va="center", fontsize=8)
+    axes.set_xlim(0, max(left) * 1.15 if max(left) > 0 else 1)
+    axes.invert_yaxis()
+    axes.set_xlabel(words["chart_ms_per_step"])
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=3, frameon=False)
+    description = words["chart_compare_steps_alt"].format(base=left[0], target=left[1])
+    return Chart("compare_step_breakdown", words["compare_breakdown"], description, _svg(figure))
+
+
+def _compared_operators(comparison, words: dict[str, str]) -> Chart | None:  # noqa: ANN001
+    """The operators (types, or classes across vendors) with the most time on either side: paired bars, ms per step."""
+    rows = sorted(comparison.operators, key=lambda r: (-max(r.base, r.target), r.name))[:_MAX_COMPARED_OPERATORS]
+    if len(rows) < 2:
+        return None
+    names = [wrapped(row.name) for row in rows]
+    lines = sum(name.count("\n") + 1 for name in names)
+    figure = _figure(7.5, min(1.2 + 0.2 * lines + 0.25 * len(rows), 16))
+    axes = figure.add_subplot()
+    positions = list(range(len(rows)))
+    axes.barh([p - 0.2 for p in positions], [r.base / 1000 for r in rows], height=0.38, color=COLOURS["free"], label=words["base"])
+    axes.barh([p + 0.2 for p in positions], [r.target / 1000 for r in rows], height=0.38, color=COLOURS["compute"],
+              label=words["target"])
+    axes.set_yticks(positions, names, fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel(words["chart_ms_per_step"])
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, frameon=False)
+    title = words["operators_by_" + comparison.operators_matched_by]
+    description = words["chart_compare_operators_alt"].format(count=len(rows), name=rows[0].name)
+    return Chart("compare_operators", title, description, _svg(figure))

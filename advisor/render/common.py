@@ -1,9 +1,18 @@
-"""What every renderer shares: labels in the report's language and number formatting."""
+"""What every renderer shares: labels in the report's language, number formatting, and what a report shows.
+
+A report is shown at a level of ``detail``: ``full`` (everything) or ``brief`` (the verdict, the top actions
+with their gains, the per-rank table — for a big cluster its slowest and fastest ranks and a summary line —
+and how to get the full report), and its findings may be filtered (``max_findings``, ``min_severity``): the
+``View``. Every renderer takes one.
+"""
 
 from __future__ import annotations
 
 import re
+import shlex
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import yaml
 
@@ -92,6 +101,137 @@ def report_labels(report: Report) -> dict[str, str]:
     return words
 
 
+Detail = Literal["brief", "full"]
+SEVERITIES = ("high", "medium", "low")
+BRIEF_FINDINGS = 5  # top actions in a brief report, unless max_findings says otherwise
+RANK_ROWS = 16  # a per-rank table longer than this shows its slowest and fastest ranks
+SLOWEST_RANKS, FASTEST_RANKS = 8, 4
+
+
+@dataclass(frozen=True)
+class View:
+    """How much of a report to show: ``detail`` (terminal and Markdown; HTML and JSON are always full) and which
+    findings (at most ``max_findings``, those at ``min_severity`` or above; every format, JSON included)."""
+
+    detail: Detail = "full"
+    max_findings: int | None = None
+    min_severity: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.detail not in ("brief", "full"):
+            raise ValueError(f"detail is 'brief' or 'full', not {self.detail!r}")
+        if self.min_severity is not None and self.min_severity not in SEVERITIES:
+            raise ValueError(f"min_severity is one of {', '.join(SEVERITIES)}, not {self.min_severity!r}")
+        if self.max_findings is not None and self.max_findings < 0:
+            raise ValueError("max_findings cannot be negative")
+
+    @property
+    def filtered(self) -> bool:
+        return self.max_findings is not None or self.min_severity is not None
+
+
+FULL = View()
+
+
+def selected_findings(findings: list, view: View) -> list:
+    """The findings ``view`` keeps, in the report's order (severity, then gain)."""
+    if view.min_severity is not None:
+        limit = SEVERITIES.index(view.min_severity)
+        findings = [f for f in findings if SEVERITIES.index(f.severity) <= limit]
+    return list(findings if view.max_findings is None else findings[: view.max_findings])
+
+
+def filtered_report(report: Report, view: View) -> Report:
+    """The report with only the findings ``view`` keeps (the same object when it keeps them all)."""
+    if not view.filtered:
+        return report
+    return report.model_copy(update={"findings": selected_findings(report.findings, view)})
+
+
+def severity_counts(findings: list, words: dict[str, str]) -> str:
+    """'2 high, 4 medium, 11 low' (severities with none left out)."""
+    counts = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
+    return ", ".join(f"{n} {words['severity_' + s]}" for s, n in counts.items() if n)
+
+
+@dataclass(frozen=True)
+class BriefSummary:
+    """What a brief report shows of the findings, and the sentence that points to the full report."""
+
+    shown: list
+    left_out: int
+    pointer: str
+    command: str
+
+
+def brief_summary(report: Report, view: View, words: dict[str, str]) -> BriefSummary:
+    """The top actions of a brief report, and how to get the rest (the full report's command line)."""
+    kept = selected_findings(report.findings, view)
+    shown = kept[: view.max_findings if view.max_findings is not None else BRIEF_FINDINGS]
+    command = f"advisor diagnose {shlex.quote(strip_control(report.input.path))} --detail full"
+    parts = []
+    if len(shown) < len(report.findings):
+        parts.append(words["brief_shown"].format(shown=len(shown), total=len(report.findings),
+                                                 counts=severity_counts(report.findings, words)))
+    parts.append(words["brief_pointer"])
+    return BriefSummary(shown=shown, left_out=len(report.findings) - len(shown), pointer=" ".join(parts), command=command)
+
+
+@dataclass(frozen=True)
+class TimeUnit:
+    """One unit for a column (or a table) of durations, chosen from its largest value."""
+
+    label: str
+    divisor: float
+    decimals: int
+
+    def __call__(self, value: float | None) -> str:
+        return "–" if value is None else f"{value / self.divisor:,.{self.decimals}f}"
+
+
+def time_unit(values: list[float | None]) -> TimeUnit:
+    """µs below 1 ms, ms below 10 s, else s — for the largest of ``values``."""
+    largest = max((v for v in values if v is not None), default=0.0)
+    if largest >= 10_000_000:
+        return TimeUnit("s", 1_000_000, 2)
+    if largest >= 1_000:
+        return TimeUnit("ms", 1_000, 2)
+    return TimeUnit("µs", 1, 1)
+
+
+@dataclass(frozen=True)
+class RankTable:
+    """The rows of a per-rank table: every rank, or for a big cluster the slowest and fastest with a summary."""
+
+    rows: list
+    note: str | None
+    unit: TimeUnit
+
+
+def rank_table(report: Report, words: dict[str, str], detail: Detail = "full") -> RankTable:
+    """The per-rank step table; a brief report of more than RANK_ROWS ranks keeps the SLOWEST_RANKS slowest
+    and FASTEST_RANKS fastest (slowest first) and says so in a summary line."""
+    ranks = report.summary.per_rank
+    unit = time_unit([r.step_time_us for r in ranks])
+    if detail == "full" or len(ranks) <= RANK_ROWS:
+        return RankTable(list(ranks), None, unit)
+    by_time = sorted(ranks, key=lambda r: (r.step_time_us, r.rank))
+    chosen = {r.rank for r in by_time[-SLOWEST_RANKS:]} | {r.rank for r in by_time[:FASTEST_RANKS]}
+    times = sorted(r.step_time_us for r in ranks)
+    middle = len(times) // 2
+    median = times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+    verdicts: dict[str, int] = {}
+    for r in ranks:
+        verdicts[r.bottleneck] = verdicts.get(r.bottleneck, 0) + 1
+    note = words["ranks_sampled"].format(
+        ranks=len(ranks), slowest=SLOWEST_RANKS, fastest=FASTEST_RANKS,
+        fast=fmt_us(by_time[0].step_time_us), fast_rank=by_time[0].rank, median=fmt_us(median),
+        slow=fmt_us(by_time[-1].step_time_us), slow_rank=by_time[-1].rank,
+        verdicts=", ".join(f"{n} {words['bottleneck_' + kind]}" for kind, n in sorted(verdicts.items(), key=lambda kv: -kv[1])),
+    )
+    return RankTable(sorted((r for r in ranks if r.rank in chosen), key=lambda r: (-r.step_time_us, r.rank)), note, unit)
+
+
 def fmt_us(value: float | None) -> str:
     """A duration in µs, switching to ms and s where that reads better."""
     if value is None:
@@ -101,6 +241,45 @@ def fmt_us(value: float | None) -> str:
     if value >= 10_000:
         return f"{value / 1000:,.2f} ms"
     return f"{value:,.1f} µs"
+
+
+def fmt_ranks(numbers: list[int]) -> str:
+    """Rank or step numbers with runs of three or more shortened: '0, 1', '0–7, 12, 14–15'; '–' for none."""
+    values = sorted(set(numbers))
+    parts, start = [], 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and values[end + 1] == values[end] + 1:
+            end += 1
+        if end - start >= 2:
+            parts.append(f"{values[start]}–{values[end]}")
+        else:
+            parts.extend(str(v) for v in values[start : end + 1])
+        start = end + 1
+    return ", ".join(parts) or "–"
+
+
+def profile_line(report: Report, words: dict[str, str]) -> str:
+    """One line on what was profiled: format, ranks, steps, profiler level, hardware and versions, the known ones."""
+    info = report.input
+    parts = [f"{words['format']}: {info.format}", f"{words['ranks']}: {fmt_ranks(info.ranks)}"]
+    if info.steps:
+        parts.append(f"{words['steps']}: {fmt_ranks(info.steps)}")
+    if info.format.startswith("ascend") and info.profiler_level:
+        parts.append(f"{words['profiler_level']}: {info.profiler_level}")
+    if info.hardware:
+        parts.append(f"{words['hardware']}: {info.hardware}")
+    versions = version_text(report)
+    if versions:
+        parts.append(versions)
+    return " · ".join(parts)
+
+
+def version_text(report: Report) -> str:
+    """'torch_npu 2.1.0, CANN 8.0.RC1' with the versions the profile records; '' when it records none."""
+    known = [f"{name} {value}" for name, value in (("torch_npu", report.input.torch_npu_version),
+                                                    ("CANN", report.input.cann_version)) if value]
+    return ", ".join(known)
 
 
 def fmt_pct(value: float | None) -> str:

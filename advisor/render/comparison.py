@@ -2,7 +2,8 @@
 
 The same escaping as the diagnosis reports: the templates are rendered by the environments of
 ``render.documents`` (autoescaped HTML, Markdown escaped by its finalize hook), and findings use the same
-partial templates as the diagnosis.
+partial templates as the diagnosis. Every table of durations has one unit, named in its header; the HTML
+adds the charts of ``render.charts.comparison_charts``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.compare import Comparison, Row
-from advisor.render.common import fmt_pct, fmt_us, labels
-from advisor.render.documents import environment, finding_context
+from advisor.render.common import TimeUnit, fmt_pct, fmt_us, labels, time_unit
+from advisor.render.documents import environment, figure, finding_context
 from advisor.render.terminal import clean, print_finding
 from advisor.resources import data_dir
 
@@ -31,14 +32,26 @@ def render_comparison_markdown(comparison: Comparison) -> str:
 
 
 def render_comparison_html(comparison: Comparison) -> str:
+    from advisor.render.charts import comparison_charts
+
     css = (data_dir("reports") / "report.css").read_text(encoding="utf-8")
-    return environment("html").get_template("compare.html.j2").render(css=Markup(css), **_context(comparison))
+    context = _context(comparison)
+    charts = comparison_charts(comparison, context["L"])
+    return environment("html").get_template("compare.html.j2").render(
+        css=Markup(css), chart=lambda key: figure(charts.get(key)), **context)
+
+
+def rows_unit(rows: list[Row]) -> TimeUnit:
+    """The one unit of a table of rows (base, target and their difference), from its largest value."""
+    return time_unit([max(abs(r.base), abs(r.target)) for r in rows])
 
 
 def _context(comparison: Comparison) -> dict:
     words = labels(comparison.lang)
     return {**finding_context(words), "c": comparison, "gain_check": gain_check_sentence(comparison, words),
-            "ratio": fmt_ratio, "signed": signed, "mb": fmt_mb,
+            "ratio": fmt_ratio, "signed": signed, "mb": fmt_mb, "rows_unit": rows_unit,
+            "mb_unit": TimeUnit("MB", 1, 0),
+            "gain_unit": time_unit([v for ch in comparison.changes for v in (ch.base_gain_us, ch.target_gain_us)]),
             "lambda_component": lambda row: words.get(f"component_{row.name}", row.name), "lambda_name": lambda row: row.name,
             "lambda_operator": lambda row: row.name + (f" ({row.detail})" if row.detail else "")}
 
@@ -52,7 +65,7 @@ def fmt_mb(value: float) -> str:
 
 
 def signed(value: float, unit=fmt_us) -> str:
-    """A difference with its sign: +1.2 ms, −300.0 µs, ±0.0 µs."""
+    """A difference with its sign: +1.2 ms, −300.0 µs, ±0.0 µs (or +1.20, −0.30 in a TimeUnit)."""
     return ("+" if value > 0 else "−" if value < 0 else "±") + unit(abs(value))
 
 
@@ -82,20 +95,20 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
         if rows:
             console.print(_table(title, rows, label, words))
     if comparison.memory:
-        console.print(_table(words["memory_peak"], comparison.memory, lambda r: "peak", words, unit=fmt_mb))
+        console.print(_table(words["memory_peak"], comparison.memory, lambda r: "peak", words, unit=TimeUnit("MB", 1, 0)))
     console.print(Text(words["gap_diagnosis"], style="bold underline"))
     if not comparison.findings:
         console.print(words["no_gap_findings"])
     for index, finding in enumerate(comparison.findings, 1):
         print_finding(console, finding, index, words)
     if comparison.changes:
-        table = Table(title=words["finding_changes"], title_justify="left")
+        unit = time_unit([v for ch in comparison.changes for v in (ch.base_gain_us, ch.target_gain_us)])
+        table = Table(title=words["with_unit"].format(label=words["finding_changes"], unit=unit.label), title_justify="left")
         for header in ("finding", "base", "target"):
-            table.add_column(words[header], overflow="fold")
+            table.add_column(words[header], overflow="fold", justify="left" if header == "finding" else "right")
         for change in comparison.changes:
             table.add_row(clean(change.title + (f": {change.key}" if change.key else "")) + Text(f" ({words['change_' + change.change]})", style="dim"),
-                          fmt_us(change.base_gain_us) if change.base_gain_us is not None else "–",
-                          fmt_us(change.target_gain_us) if change.target_gain_us is not None else "–")
+                          unit(change.base_gain_us), unit(change.target_gain_us))
         console.print(table)
     sentence = gain_check_sentence(comparison, words)
     if sentence:
@@ -104,8 +117,9 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
         console.print(Text("! ", style="yellow") + clean(warning))
 
 
-def _table(title: str, rows: list[Row], label, words: dict[str, str], unit=fmt_us) -> Table:
-    table = Table(title=title, title_justify="left")
+def _table(title: str, rows: list[Row], label, words: dict[str, str], unit: TimeUnit | None = None) -> Table:
+    unit = unit or rows_unit(rows)
+    table = Table(title=title if unit.label == "MB" else words["with_unit"].format(label=title, unit=unit.label), title_justify="left")
     table.add_column("", overflow="fold", max_width=48)
     for header in ("base", "target", "difference", "ratio"):
         table.add_column(words[header], justify="right")

@@ -10,48 +10,69 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from advisor.render.charts import Chart, report_charts
 from advisor.render.common import (
+    FULL,
+    View,
+    brief_summary,
     chain_lines,
     condition_rows,
+    filtered_report,
     fmt_pct,
+    fmt_ranks,
     fmt_us,
     fmt_value,
     gain_text,
-    labels,
     md_knowledge,
     md_text,
+    profile_line,
+    rank_table,
     report_labels,
+    severity_counts,
     strip_control,
+    time_unit,
     verdict_sentence,
+    version_text,
 )
 from advisor.report import Report
 from advisor.resources import data_dir
 
+if TYPE_CHECKING:
+    from advisor.render.charts import Chart
+
 _INLINE_CODE = re.compile(r"`([^`]+)`")
 
 
-def render_markdown(report: Report) -> str:
-    """The report as Markdown for issue trackers (GitHub, GitLab, Gitee, Jira with Markdown)."""
-    template = environment("md").get_template("report.md.j2")
-    text = template.render(**_context(report))
+def render_markdown(report: Report, view: View = FULL) -> str:
+    """The report as Markdown for issue trackers (GitHub, GitLab, Gitee, Jira with Markdown): everything, or with
+    ``View(detail="brief")`` the ticket-sized summary (verdict, top actions, per-rank table, how to get the rest)."""
+    if view.detail == "brief":
+        words = report_labels(report)
+        context = {**_context(report), "brief": brief_summary(report, view, words),
+                   "ranks": rank_table(report, words, "brief"), "profile_line": profile_line(report, words)}
+        text = environment("md").get_template("report-brief.md.j2").render(**context)
+    else:
+        text = environment("md").get_template("report.md.j2").render(**_context(report, view))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-def render_html(report: Report) -> str:
-    """The report as one self-contained HTML file (inline CSS, no scripts, no network)."""
+def render_html(report: Report, view: View = FULL) -> str:
+    """The report as one self-contained HTML file (inline CSS, no scripts, no network); always in full detail,
+    with the findings ``view`` keeps."""
+    from advisor.render.charts import report_charts
+
     template = environment("html").get_template("report.html.j2")
     css = (data_dir("reports") / "report.css").read_text(encoding="utf-8")
-    context = _context(report)
-    charts = report_charts(report, context["L"])
-    return template.render(css=Markup(css), charts=charts, chart=lambda key: _figure(charts.get(key)), **context)
+    context = _context(report, view)
+    charts = report_charts(context["report"], context["L"])
+    return template.render(css=Markup(css), charts=charts, chart=lambda key: figure(charts.get(key)), **context)
 
 
-def _figure(chart: Chart | None) -> Markup:
+def figure(chart: Chart | None) -> Markup:
     """A chart as an <img> of its SVG (a data URI: no network, no ids clashing between charts)."""
     if chart is None:
         return Markup("")
@@ -65,9 +86,17 @@ def md_escape(text: str) -> str:
     return md_text(text)
 
 
-def _context(report: Report) -> dict:
+def _context(report: Report, view: View = FULL) -> dict:
+    """What the full templates use: the report with the findings ``view`` keeps, and a sentence when it left some out."""
     words = report_labels(report)
-    return {**finding_context(words), "report": report, "verdict": verdict_sentence(report, words)}
+    shown = filtered_report(report, view)
+    note = None
+    if len(shown.findings) < len(report.findings):
+        note = words["findings_filtered"].format(shown=len(shown.findings), total=len(report.findings),
+                                                 counts=severity_counts(report.findings, words))
+    return {**finding_context(words), "report": shown, "verdict": verdict_sentence(report, words),
+            "ranks": rank_table(report, words, "full"), "versions": version_text(report), "filter_note": note,
+            "op_unit": time_unit([op.total_us_per_step for op in report.summary.top_operators])}
 
 
 def finding_context(words: dict[str, str]) -> dict:
@@ -76,6 +105,8 @@ def finding_context(words: dict[str, str]) -> dict:
         "L": words,
         "us": fmt_us,
         "pct": fmt_pct,
+        "rank_list": fmt_ranks,
+        "col": lambda label, unit: words["with_unit"].format(label=label, unit=unit),
         "val": fmt_value,
         "gain": lambda finding: gain_text(finding, words),
         "conditions": condition_rows,
@@ -101,6 +132,7 @@ def environment(kind: str) -> Environment:
         return env
     env.filters["trusted"] = lambda text: Markup(md_knowledge(text))  # no links, images or HTML from packs
     env.filters["code"] = lambda text: Markup(str(text).replace("`", "'"))
+    env.filters["code_span"] = code_span
     env.filters["fence"] = _fence
     env.globals["env_block"] = lambda env_vars: _fence("\n".join(f"export {k}={v}" for k, v in env_vars.items()), "bash")
     return env
@@ -114,6 +146,15 @@ def _finalize_html(value: object) -> object:
 def _finalize_markdown(value: object) -> object:
     """Every expression is escaped for Markdown unless a filter marked it safe."""
     return value if isinstance(value, Markup) else md_escape("" if value is None else str(value))
+
+
+def code_span(text: object) -> Markup:
+    """Input-derived text as one Markdown code span: controls removed, on one line, delimited by a backtick run
+    longer than any inside it (a code span shows its text literally: no emphasis, link or HTML)."""
+    content = " ".join(strip_control(str(text)).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", content)), default=0) + 1)
+    pad = " " if content.startswith("`") or content.endswith("`") else ""
+    return Markup(f"{fence}{pad}{content}{pad}{fence}")
 
 
 def _fence(code: str, language: str = "") -> Markup:

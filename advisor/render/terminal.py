@@ -1,4 +1,5 @@
-"""The terminal report (rich): verdict, per-rank breakdown, findings table, coverage; fits 100 columns.
+"""The terminal report (rich), fitting 100 columns: brief (verdict, per-rank breakdown, top actions with their gains, how
+to get the full report) or full (also the top operators, every finding with its first actions, coverage).
 
 Input-derived strings go into rich Text objects, which never interpret markup, and control
 characters (ANSI escapes) are removed from them.
@@ -6,20 +7,29 @@ characters (ANSI escapes) are removed from them.
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from advisor.render.common import (
+    FULL,
+    View,
+    brief_summary,
     chain_lines,
+    filtered_report,
     fmt_pct,
+    fmt_ranks,
     fmt_us,
     fmt_value,
     gain_text,
-    labels,
+    profile_line,
+    rank_table,
     report_labels,
+    severity_counts,
     strip_control,
+    time_unit,
     verdict_sentence,
 )
 from advisor.report import Report
@@ -32,50 +42,38 @@ def clean(text: object) -> Text:
     return Text(strip_control(str(text)))
 
 
-def render_terminal(report: Report, console: Console, explain: bool = False) -> None:
-    """Print the report to ``console``; with ``explain``, each finding's conditions and fact values too."""
+def render_terminal(report: Report, console: Console, explain: bool = False, view: View = FULL) -> None:
+    """Print the report to ``console`` at ``view``'s detail; with ``explain``, each finding's conditions and fact
+    values too (in full detail)."""
     words = report_labels(report)
     console.print(Text(words["report_title"], style="bold"), clean(report.input.path))
-    details = [
-        f"{words['format']}: {report.input.format}",
-        f"{words['ranks']}: {', '.join(map(str, report.input.ranks)) or '–'}",
-        f"{words['steps']}: {', '.join(map(str, report.input.steps)) or '–'}",
-        f"{words['profiler_level']}: {report.input.profiler_level or words['unknown']}",
-        f"{words['hardware']}: {report.input.hardware or words['unknown']}",
-    ]
-    if not report.input.format.startswith("ascend"):
-        details.pop(3)  # the profiler level is an Ascend setting
-    console.print(clean(" · ".join(details)), style="dim")
+    console.print(clean(profile_line(report, words)), style="dim")
     console.print(Text(f"{words['verdict']}: ", style="bold") + clean(verdict_sentence(report, words)))
     if report.status != "complete":
         console.print(Text(words[f"status_{report.status}"], style="bold yellow"))
-
-    if report.summary.per_rank:
-        table = Table(title=words["step_breakdown"], title_justify="left", expand=False)
-        for header in ("rank", "step_time", "compute", "communication", "free", "bottleneck"):
-            table.add_column(words[header], justify="left" if header == "bottleneck" else "right")
-        for r in report.summary.per_rank:
-            table.add_row(
-                str(r.rank),
-                fmt_us(r.step_time_us),
-                f"{fmt_us(r.compute_us)} {fmt_pct(r.compute_ratio)}",
-                f"{fmt_us(r.comm_not_overlapped_us)} {fmt_pct(r.communication_ratio)}",
-                f"{fmt_us(r.free_us)} {fmt_pct(r.free_ratio)}",
-                words[f"bottleneck_{r.bottleneck}"],
-            )
-        console.print(table)
+    if view.detail == "brief" and not explain:
+        _brief(report, console, words, view)
+        return
+    total = len(report.findings)
+    report = filtered_report(report, view)
+    _rank_table(report, console, words, "full")
 
     if report.summary.top_operators:
+        operators = report.summary.top_operators[:5]
+        unit = time_unit([op.total_us_per_step for op in operators])
         table = Table(title=words["top_operators"], title_justify="left")
         table.add_column("#", justify="right")
         table.add_column(words["operator"], overflow="fold", max_width=40)
         table.add_column(words["core"])
-        table.add_column(words["time_per_step"], justify="right")
+        table.add_column(words["with_unit"].format(label=words["time_per_step"], unit=unit.label), justify="right")
         table.add_column(words["share_of_compute"], justify="right")
-        for index, op in enumerate(report.summary.top_operators[:5], 1):
+        for index, op in enumerate(operators, 1):
             table.add_row(str(index), clean(op.op_type), clean(op.accelerator_core or "–"),
-                          fmt_us(op.total_us_per_step), fmt_pct(op.share_of_compute))
+                          unit(op.total_us_per_step), fmt_pct(op.share_of_compute))
         console.print(table)
+    if len(report.findings) < total:
+        console.print(words["findings_filtered"].format(shown=len(report.findings), total=total,
+                                                        counts=severity_counts(report.findings, words)))
 
     if not report.findings:
         console.print(Text(words["findings"], style="bold underline"))
@@ -90,7 +88,7 @@ def render_terminal(report: Report, console: Console, explain: bool = False) -> 
         for index, finding in enumerate(report.findings, 1):
             title = Text(finding.title) + (Text(": ") + clean(finding.key) if finding.key else Text(""))
             table.add_row(str(index), Text(words[f"severity_{finding.severity}"], style=_SEVERITY_STYLE[finding.severity]),
-                          title, _short_gain(finding, words), ", ".join(map(str, finding.ranks)) or "–")
+                          title, _short_gain(finding, words), fmt_ranks(finding.ranks))
         console.print(table)
     for index, finding in enumerate(report.findings, 1):
         print_finding(console, finding, index, words, explain)
@@ -115,12 +113,63 @@ def print_finding(console: Console, finding, index: int, words: dict[str, str], 
     if finding.key:
         title += Text(": ") + clean(finding.key)
     meta = Text(f"{words['gain']}: {gain_text(finding, words)} · {words['ranks']}: "
-                f"{', '.join(map(str, finding.ranks)) or '–'} · {finding.id}", style="dim")
+                f"{fmt_ranks(finding.ranks)} · {finding.id}", style="dim")
     actions = [clean(f"→ {p.title}: {p.actions[0]}") for p in finding.prescriptions]
     parts = [meta, clean(finding.explanation), *actions]
     if explain:
         parts.append(_why(finding, words))
     console.print(Group(title, Padding(Group(*parts), (0, 0, 1, 3))))
+
+
+def _brief(report: Report, console: Console, words: dict[str, str], view: View) -> None:
+    """The per-rank table, the top actions (severity, title, gain, what to do) and how to get the full report."""
+    _rank_table(report, console, words, "brief")
+    brief = brief_summary(report, view, words)
+    if brief.shown:
+        console.print(Text(words["top_actions"], style="bold underline"))
+    elif not report.findings:
+        console.print(words["no_findings_partial" if report.status != "complete" else "no_findings"])
+    for index, finding in enumerate(brief.shown, 1):
+        severity = Text(words[f"severity_{finding.severity}"].upper(), style=_SEVERITY_STYLE[finding.severity])
+        title = Text(f"{index}. ") + severity + Text(" ") + Text(finding.title, style="bold")
+        if finding.key:
+            title += Text(": ") + clean(finding.key)
+        lines = [Text(gain_text(finding, words), style="dim")]
+        lines += [clean(f"→ {p.title}") for p in finding.prescriptions[:1]]
+        console.print(Group(title, Padding(Group(*lines), (0, 0, 0, 3))))
+    console.print(Text("\n") + clean(f"{brief.pointer} {brief.command} ") + clean(_plain(words["brief_or_html"])))
+
+
+def _plain(text: str) -> str:
+    """A label's `inline code` as plain text (the terminal shows it as written)."""
+    return text.replace("`", "")
+
+
+def _rank_table(report: Report, console: Console, words: dict[str, str], detail: str) -> None:
+    """The step breakdown per rank, every duration in one unit (its header says which)."""
+    ranks = rank_table(report, words, detail)  # type: ignore[arg-type]
+    if not ranks.rows:
+        return
+    unit = ranks.unit
+    # the verdict line already gives the bottleneck when every rank has the profile's
+    verdicts = any(r.bottleneck != report.summary.bottleneck for r in report.summary.per_rank)
+    title = words["with_unit"].format(label=words["step_breakdown"], unit=unit.label)
+    table = Table(title=title, title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    headers = ("rank", "step_time", "compute", "communication", "free", *(("bottleneck",) if verdicts else ()))
+    for header in headers:
+        table.add_column(words[header], justify="left" if header == "bottleneck" else "right", no_wrap=header != "communication")
+    for r in ranks.rows:
+        table.add_row(
+            str(r.rank),
+            unit(r.step_time_us),
+            f"{unit(r.compute_us)} {fmt_pct(r.compute_ratio)}",
+            f"{unit(r.comm_not_overlapped_us)} {fmt_pct(r.communication_ratio)}",
+            f"{unit(r.free_us)} {fmt_pct(r.free_ratio)}",
+            *((words[f"bottleneck_{r.bottleneck}"],) if verdicts else ()),
+        )
+    console.print(table)
+    if ranks.note:
+        console.print(clean(ranks.note), style="dim")
 
 
 def _short_gain(finding, words: dict[str, str]) -> str:
