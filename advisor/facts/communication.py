@@ -98,6 +98,14 @@ def median_ratios(bandwidth: pd.Series, transport: pd.Series) -> pd.Series:
 _OP_KEY = ["step", "kind", "op_name", "group"]
 
 
+def _split_ops(traffic: pd.DataFrame) -> pd.Series:
+    """Per row: whether its op's traffic is split into HCCS/PCIE/SIO (then its SDMA row is their sum)."""
+    split = traffic["transport"].isin(_LINK_SPLIT)
+    if traffic.empty or not split.any():
+        return split
+    return split.groupby([traffic[k] for k in _OP_KEY], dropna=False).transform("any").astype(bool)
+
+
 def transit_from_bandwidth(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     """``ops`` with each op's transit checked against its Bandwidth Info, and ``transit_from_bandwidth`` marking the fixed.
 
@@ -112,8 +120,7 @@ def transit_from_bandwidth(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataF
         return ops
     moved = traffic.loc[(traffic["size_mb"] > 0) & (traffic["time_ms"] > 0)]
     moved = moved.assign(step=pd.to_numeric(moved["step"], errors="coerce").astype("float64"))
-    split = moved.groupby(_OP_KEY, dropna=False)["transport"].transform(lambda t: t.isin(_LINK_SPLIT).any())
-    moved = moved.loc[~(split.astype(bool) & (moved["transport"] == "SDMA"))]
+    moved = moved.loc[~(_split_ops(moved) & (moved["transport"] == "SDMA"))]
     busiest = moved.groupby(_OP_KEY, dropna=False)["time_ms"].max().rename("bandwidth_ms").reset_index()
     keys = ops[_OP_KEY].assign(step=pd.to_numeric(ops["step"], errors="coerce").astype("float64"))
     merged = keys.merge(busiest, on=_OP_KEY, how="left").assign(elapse_ms=ops["elapse_ms"].to_numpy(),
@@ -271,8 +278,7 @@ def op_traffic(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     collective = collective.assign(step=pd.to_numeric(collective["step"], errors="coerce").astype("float64"))
     moved = traffic.loc[(traffic["kind"] == "collective") & (traffic["size_mb"] > 0)]
     moved = moved.assign(step=pd.to_numeric(moved["step"], errors="coerce").astype("float64"))
-    split = moved.groupby(_OP_KEY, dropna=False)["transport"].transform(lambda t: t.isin(_LINK_SPLIT).any())
-    moved = moved.loc[~(split.astype(bool) & (moved["transport"] == "SDMA"))]
+    moved = moved.loc[~(_split_ops(moved) & (moved["transport"] == "SDMA"))]
     sent = moved.groupby(["step", "op_name", "group"], dropna=False)["size_mb"].sum().rename("transit_mb").reset_index()
     out = collective.merge(sent, on=["step", "op_name", "group"], how="left")
     out["transit_mb"] = out["transit_mb"].fillna(0.0)

@@ -61,20 +61,30 @@ GPU_RUNTIME = RuntimeNames(
 RUNTIME_NAMES = {"ascend": ASCEND_RUNTIME, "gpu": GPU_RUNTIME}
 
 
+def matching(names: pd.Series, pattern: re.Pattern[str], search: bool = False) -> pd.Series:
+    """``names.str.match(pattern)`` (``str.contains`` with ``search``), each distinct name tested once: traces repeat a
+    few hundred names over many events, and one call on the column costs more than the few tests."""
+    if names.empty:
+        return pd.Series(False, index=names.index, dtype=bool)
+    test = pattern.search if search else pattern.match
+    hits = [name for name in names.unique() if isinstance(name, str) and test(name)]
+    return names.isin(hits)
+
+
 def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, launches: pd.DataFrame,
                  windows: pd.DataFrame, names: RuntimeNames = ASCEND_RUNTIME) -> dict[str, float | None]:
     """Per-step counts and times of the dispatch-related host activity."""
     steps = max(len(windows), 1)
     apis = inside(apis, windows)
     host = inside(host, windows)
-    compile_calls = apis.loc[apis["name"].str.match(names.compile), "dur"]
+    compile_calls = apis.loc[matching(apis["name"], names.compile), "dur"]
     program_syncs, item_syncs, allocator_syncs = sync_calls(apis, host, names)
-    launch_calls = apis.loc[apis["name"].str.match(names.launch), "dur"]
-    free_calls = apis.loc[apis["name"].str.match(names.free), "dur"]
+    launch_calls = apis.loc[matching(apis["name"], names.launch), "dur"]
+    free_calls = apis.loc[matching(apis["name"], names.free), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
-    optimizer = host.loc[host["name"].str.match(OPTIMIZER_STEP), "dur"]
+    optimizer = host.loc[matching(host["name"], OPTIMIZER_STEP), "dur"]
     launch_cost = float(launch_calls.mean()) if len(launch_calls) else None
-    compute = inside(device, windows).loc[lambda d: d["task_type"].fillna("").str.match(names.compute_task)]
+    compute = inside(device, windows).loc[lambda d: matching(d["task_type"].fillna(""), names.compute_task)]
     latency = inside(launches, windows, "launch_ts")
     latency = (latency["device_ts"] - latency["launch_ts"]).clip(lower=0)
     return {
@@ -94,10 +104,10 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "gc_calls_per_step": len(gc) / steps,
         "gc_us_per_step": float(gc.sum()) / steps,
         "optimizer_us_per_step": float(optimizer.sum()) / steps,
-        "sync_batch_norm_calls_per_step": int(host["name"].str.contains(SYNC_BATCH_NORM).sum()) / steps,
+        "sync_batch_norm_calls_per_step": int(matching(host["name"], SYNC_BATCH_NORM, search=True).sum()) / steps,
         **stream_gaps(device, windows, steps, names.compute_task),
         **host_gaps(apis, windows, steps),
-        **optimizer_kernels(host.loc[host["name"].str.match(OPTIMIZER_STEP)], launches, device, steps),
+        **optimizer_kernels(host.loc[matching(host["name"], OPTIMIZER_STEP)], launches, device, steps),
     }
 
 
@@ -107,10 +117,10 @@ ITEM_READ = re.compile(r"^aten::(item|_local_scalar_dense)$")
 def sync_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The synchronisation calls split by what made them: (the program's, the subset made by ``.item()`` reads —
     inside aten::item / aten::_local_scalar_dense —, the allocator's: inside its own free/malloc calls)."""
-    syncs = apis.loc[apis["name"].str.match(names.sync)]
-    in_allocator = _starts_within(syncs, apis.loc[apis["name"].str.match(names.allocator)])
+    syncs = apis.loc[matching(apis["name"], names.sync)]
+    in_allocator = _starts_within(syncs, apis.loc[matching(apis["name"], names.allocator)])
     program = syncs.loc[~in_allocator]
-    return program, program.loc[_starts_within(program, host.loc[host["name"].str.match(ITEM_READ)])], syncs.loc[in_allocator]
+    return program, program.loc[_starts_within(program, host.loc[matching(host["name"], ITEM_READ)])], syncs.loc[in_allocator]
 
 
 def _starts_within(calls: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
@@ -128,7 +138,7 @@ def _starts_within(calls: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
 def stream_gaps(device: pd.DataFrame, windows: pd.DataFrame, steps: int,
                 compute_task: re.Pattern[str]) -> dict[str, float | None]:
     """Idle gaps between consecutive compute tasks on the busiest compute stream, inside the steps."""
-    compute = device.loc[device["task_type"].fillna("").str.match(compute_task)]
+    compute = device.loc[matching(device["task_type"].fillna(""), compute_task)]
     if compute.empty:
         return {"stream_gap_us_per_step": None, "stream_gap_max_us": None, "stream_gaps_per_step": None}
     busiest = compute.groupby("stream", sort=True)["dur"].sum().idxmax()
@@ -172,14 +182,14 @@ def optimizer_kernels(regions: pd.DataFrame, launches: pd.DataFrame, device: pd.
 
 def dataloader_calls(host: pd.DataFrame) -> pd.DataFrame:
     """The outermost host events whose name mentions a DataLoader (nested ones dropped), by start."""
-    rows = host.loc[host["name"].str.contains(DATALOADER)].sort_values("ts")
+    rows = host.loc[matching(host["name"], DATALOADER, search=True)].sort_values("ts")
     return rows.loc[rows["ts"] >= (rows["ts"] + rows["dur"]).cummax().shift(fill_value=-np.inf)]
 
 
 def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, object] | None:
     """Data-loading time per step: the outermost events whose name mentions a DataLoader."""
     rows = inside(host, windows)
-    rows = rows.loc[rows["name"].str.contains(DATALOADER)].sort_values("ts")
+    rows = rows.loc[matching(rows["name"], DATALOADER, search=True)].sort_values("ts")
     if rows.empty:
         return None
     outer = dataloader_calls(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from advisor.ingest.ascend import PIPE_RATIOS
@@ -48,17 +49,67 @@ def in_steps(kernels: pd.DataFrame, steps: list[int]) -> pd.DataFrame:
 
 
 def operator_stats(kernels: pd.DataFrame, step_count: int) -> pd.DataFrame:
-    """Per (type, accelerator core): counts and times per step, mean/max duration, share of compute time."""
+    """Per (type, accelerator core): counts and times per step, mean/max duration, share of compute time, and the
+    ``pipe_profile`` columns.
+
+    One grouping of the rows (in order of first appearance) serves every column; sums go through one pandas groupby
+    (its compensated summation), counts, maxima and usual values through numpy.
+    """
     per_step = max(step_count, 1)
-    grouped = kernels.groupby(["type", "accelerator_core"], dropna=False, sort=False)
-    stats = grouped.agg(
-        type_source=("type_source", "first"),
-        count=("duration_us", "size"),
-        total_us=("duration_us", "sum"),
-        mean_us=("duration_us", "mean"),
-        max_us=("duration_us", "max"),
-    ).reset_index()
-    return _finish(stats.merge(pipe_profile(kernels), on=["type", "accelerator_core"], how="left"), per_step)
+    keys = ["type", "accelerator_core"]
+    codes = kernels.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    groups = int(codes.max()) + 1 if len(codes) else 0
+    first = np.unique(codes, return_index=True)[1]
+    duration = kernels["duration_us"].to_numpy(dtype=float, na_value=np.nan)
+    summed = {"total_us": duration}
+    ratios = [c for c in PIPE_RATIOS if c in kernels and kernels[c].notna().any()]
+    for column in ratios:
+        ratio = kernels[column].to_numpy(dtype=float, na_value=np.nan)
+        summed[f"weighted:{column}"] = ratio * duration
+        summed[f"weight:{column}"] = np.where(np.isnan(ratio), np.nan, duration)
+    sums = pd.DataFrame(summed).groupby(codes, sort=True).sum(min_count=1)
+    count = np.bincount(codes, minlength=groups)
+    maxima = np.full(groups, -np.inf)
+    np.maximum.at(maxima, codes, duration)
+    total = sums["total_us"].to_numpy()
+    stats = {
+        "type": kernels["type"].to_numpy()[first],
+        "accelerator_core": kernels["accelerator_core"].to_numpy()[first],
+        "type_source": kernels["type_source"].to_numpy()[first],
+        "count": count,
+        "total_us": total,
+        "mean_us": total / count,
+        "max_us": maxima,
+    }
+    for column in ("block_dim", "input_dtypes", "input_shapes"):
+        if column in kernels and kernels[column].notna().any():
+            stats[column] = _usual(codes, groups, kernels[column])
+    if ratios:
+        means = np.column_stack([sums[f"weighted:{c}"].to_numpy() / _positive(sums[f"weight:{c}"].to_numpy())
+                                 for c in ratios])
+        known = ~np.isnan(means)
+        stats["busiest_pipe"] = np.where(known.any(axis=1),
+                                         np.array(ratios, dtype=object)[np.where(known, means, -1.0).argmax(axis=1)], np.nan)
+        stats["busiest_pipe_ratio"] = np.where(known.any(axis=1), np.where(known, means, -np.inf).max(axis=1), np.nan)
+    return _finish(pd.DataFrame(stats), per_step)
+
+
+def _positive(values: np.ndarray) -> np.ndarray:
+    return np.where(values > 0, values, np.nan)
+
+
+def _usual(codes: np.ndarray, groups: int, values: pd.Series) -> np.ndarray:
+    """Per group: its most frequent non-null value, the smallest one among equally frequent (NaN when it has none)."""
+    known = values.notna().to_numpy()
+    value_codes, uniques = pd.factorize(values[known], sort=True)
+    combined = codes[known].astype(np.int64) * max(len(uniques), 1) + value_codes
+    pairs, counts = np.unique(combined, return_counts=True)
+    group, value = pairs // max(len(uniques), 1), pairs % max(len(uniques), 1)
+    order = np.lexsort((value, -counts, group))
+    chosen = order[np.r_[True, group[order][1:] != group[order][:-1]]] if len(order) else order
+    usual = np.full(groups, np.nan, dtype=object)
+    usual[group[chosen]] = np.asarray(uniques, dtype=object)[value[chosen]]
+    return usual
 
 
 def pipe_profile(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -67,25 +118,9 @@ def pipe_profile(kernels: pd.DataFrame) -> pd.DataFrame:
     A ratio is the share of the kernel's time one pipe (cube MAC, vector, scalar, MTE1/2/3 data movement,
     fixpipe) was busy; 0.8 is msprof-analyze's line between bound and not bound.
     """
-    keys = ["type", "accelerator_core"]
-    out = kernels[keys].drop_duplicates().reset_index(drop=True)
-    for column in ("block_dim", "input_dtypes", "input_shapes"):
-        if column in kernels and kernels[column].notna().any():
-            counts = kernels.dropna(subset=[column]).groupby([*keys, column], dropna=False).size().reset_index(name="n")
-            usual = counts.sort_values("n", ascending=False, kind="stable").drop_duplicates(keys)[[*keys, column]]
-            out = out.merge(usual, on=keys, how="left")
-    ratios = [c for c in PIPE_RATIOS if c in kernels and kernels[c].notna().any()]
-    if not ratios:
-        return out
-    weighted = pd.DataFrame({c: kernels[c] * kernels["duration_us"] for c in ratios})
-    weights = pd.DataFrame({c: kernels["duration_us"].where(kernels[c].notna()) for c in ratios})
-    sums = pd.concat([kernels[keys], weighted], axis=1).groupby(keys, dropna=False).sum(min_count=1)
-    totals = pd.concat([kernels[keys], weights], axis=1).groupby(keys, dropna=False).sum(min_count=1)
-    means = (sums / totals.where(totals > 0)).reset_index()
-    values = means[ratios]
-    means["busiest_pipe"] = values.fillna(-1.0).idxmax(axis=1).where(values.notna().any(axis=1))
-    means["busiest_pipe_ratio"] = values.max(axis=1)
-    return out.merge(means[[*keys, "busiest_pipe", "busiest_pipe_ratio"]], on=keys, how="left")
+    columns = ["type", "accelerator_core", "block_dim", "input_dtypes", "input_shapes", "busiest_pipe", "busiest_pipe_ratio"]
+    stats = operator_stats(kernels, 1).sort_values("position")
+    return stats[[c for c in columns if c in stats]].reset_index(drop=True)
 
 
 def operator_stats_from_statistic(op_statistic: pd.DataFrame, step_count: int) -> pd.DataFrame:

@@ -27,7 +27,15 @@ from advisor.facts.communication import (
 )
 from advisor.facts.context import core_counts_of, device_entry, hardware_from_header
 from advisor.facts.gpu import analysis_window, gpu_summary, launch_times, step_windows
-from advisor.facts.host import RUNTIME_NAMES, api_calls, dataloader_calls, dataloader_summary, host_summary, sync_calls
+from advisor.facts.host import (
+    RUNTIME_NAMES,
+    api_calls,
+    dataloader_calls,
+    dataloader_summary,
+    host_summary,
+    matching,
+    sync_calls,
+)
 from advisor.facts.idle import attribute_idle, spans
 from advisor.facts.intervals import intersect, length, merged, subtract, union
 from advisor.facts.memory import (
@@ -66,6 +74,7 @@ from advisor.facts.sequences import (
     device_timeline,
     kernel_pairs,
     matmul_overlap_share,
+    mc2_masks,
     mc2_pairs,
 )
 from advisor.facts.steps import (
@@ -400,7 +409,8 @@ def _sequence_facts(
                                     sources=[_source(show, rank, "kernel_details.csv", "Type,Accelerator Core,Start Time(us),Duration(us)")],
                                     rank=rank.rank, matmul_overlap_share=overlap))
     mc2 = None
-    if rank.communication is not None and rank.platform != "gpu":  # MC2 candidates: the collective must carry the MatMul's data
+    if (rank.communication is not None and rank.platform != "gpu"  # MC2 candidates: the collective must carry the MatMul's data
+            and any(mask.any() for mask in mc2_masks(timeline).values())):
         # (a GPU rank's collectives, matched from NCCL kernels, carry no traffic: no candidate)
         collectives = op_traffic(rank.communication.ops, rank.communication.traffic)
         source = [_source(show, rank, "kernel_details.csv", "Name,Type,Start Time(us),Duration(us),Input Shapes,Input Data Types"),
@@ -545,15 +555,15 @@ def _idle_facts(show: Shown, rank: RankData, breakdown: BreakdownFact | None) ->
         if windows.empty:
             windows = device_windows if not device_windows.empty else profiler_step_windows(trace.host)
         free = subtract(_window_set(windows), busy) if lanes.empty else intersect(spans(lanes), _window_set(windows))
-        copies = spans(trace.device.loc[trace.device["task_type"].fillna("").str.match(names.copy_task)])
+        copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])
         tasks = trace.launches
         source = _source(show, rank, "trace_view.json", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
     if windows.empty:
         return []
     apis = trace.apis
     host = {"dataloader": spans(dataloader_calls(trace.host)),
-            "compile": spans(apis.loc[apis["name"].str.match(names.compile)]),
-            "allocator": spans(apis.loc[apis["name"].str.match(names.allocator)]),
+            "compile": spans(apis.loc[matching(apis["name"], names.compile)]),
+            "allocator": spans(apis.loc[matching(apis["name"], names.allocator)]),
             "gc": spans(trace.host.loc[trace.host["cat"] == "GC"])}
     program_syncs, item_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
     parts = attribute_idle(free, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs))

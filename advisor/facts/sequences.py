@@ -54,20 +54,24 @@ def kernel_pairs(timeline: pd.DataFrame, step_count: int, limit: int = MAX_PAIRS
     columns = ["first_type", "second_type", "count_per_step", "first_us_per_step", "second_us_per_step"]
     if len(timeline) < 2:
         return pd.DataFrame(columns=columns)
-    following = timeline.shift(-1)
-    same_step = (timeline["step"] == following["step"]) | (timeline["step"].isna() & following["step"].isna())
-    pairs = pd.DataFrame(
-        {
-            "first_type": timeline["type"],
-            "second_type": following["type"],
-            "first_us": timeline["duration_us"],
-            "second_us": following["duration_us"],
-        }
-    ).loc[same_step.fillna(False) & following["type"].notna()]
+    types = timeline["type"].to_numpy(dtype=object)
+    steps = timeline["step"].to_numpy(dtype=float, na_value=np.nan)
+    durations = timeline["duration_us"].to_numpy(dtype=float, na_value=np.nan)
+    same_step = (steps[:-1] == steps[1:]) | (np.isnan(steps[:-1]) & np.isnan(steps[1:]))
+    keep = same_step & pd.notna(types[1:])
+    first_type, second_type = types[:-1][keep], types[1:][keep]
     per_step = max(step_count, 1)
-    grouped = pairs.groupby(["first_type", "second_type"], sort=False).agg(
-        count=("first_us", "size"), first_us=("first_us", "sum"), second_us=("second_us", "sum")
-    ).reset_index()
+    if not len(first_type):
+        return pd.DataFrame(columns=columns)
+    type_codes, names = pd.factorize(types, sort=False)
+    pair_codes, _ = pd.factorize(type_codes[:-1][keep].astype(np.int64) * len(names) + type_codes[1:][keep], sort=False)
+    first_index = np.unique(pair_codes, return_index=True)[1]
+    # the sums through pandas (its compensated summation), grouped in order of first appearance
+    sums = pd.DataFrame({"first_us": durations[:-1][keep], "second_us": durations[1:][keep]}).groupby(pair_codes, sort=True).sum()
+    grouped = pd.DataFrame({
+        "first_type": first_type[first_index], "second_type": second_type[first_index],
+        "count": np.bincount(pair_codes), "first_us": sums["first_us"].to_numpy(), "second_us": sums["second_us"].to_numpy(),
+    })
     grouped["count_per_step"] = grouped["count"] / per_step
     grouped["first_us_per_step"] = grouped["first_us"] / per_step
     grouped["second_us_per_step"] = grouped["second_us"] / per_step
@@ -106,21 +110,15 @@ def mc2_pairs(timeline: pd.DataFrame, collectives: pd.DataFrame) -> pd.DataFrame
     collective's group and the MB it sent (one row per pair, patterns in name order)."""
     if len(timeline) < 2 or collectives is None or collectives.empty:
         return pd.DataFrame(columns=PAIR_COLUMNS)
+    kinds = mc2_masks(timeline)
+    if not any(mask.any() for mask in kinds.values()):
+        return pd.DataFrame(columns=PAIR_COLUMNS)
     nxt = timeline.shift(-1)
-    same_step = (timeline["step"] == nxt["step"]) | (timeline["step"].isna() & nxt["step"].isna())
-    is_matmul = ~timeline["is_comm"] & timeline["type"].str.match(MATMUL)
-    next_matmul = is_matmul.shift(-1, fill_value=False)
-    kinds = {
-        "matmul_all_reduce": same_step & is_matmul & (nxt["collective"] == "all_reduce"),
-        "matmul_reduce_scatter": same_step & is_matmul & (nxt["collective"] == "reduce_scatter"),
-        "all_gather_matmul": same_step & (timeline["collective"] == "all_gather") & next_matmul,
-    }
     sizes = collectives.assign(step=pd.to_numeric(collectives["step"], errors="coerce").astype("float64"))
     sizes = sizes.groupby(["step", "op_name"], dropna=False, sort=False).agg(
         group=("group", "first"), transit_mb=("transit_mb", "sum")).reset_index()
     found = []
     for pattern, mask in sorted(kinds.items()):
-        mask = mask.fillna(False).astype(bool)
         if not mask.any():
             continue
         first, second = timeline.loc[mask], nxt.loc[mask]
@@ -135,6 +133,23 @@ def mc2_pairs(timeline: pd.DataFrame, collectives: pd.DataFrame) -> pd.DataFrame
         if not pairs.empty:
             found.append(pairs.assign(pattern=pattern)[PAIR_COLUMNS])
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=PAIR_COLUMNS)
+
+
+def mc2_masks(timeline: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per MC2 pattern: which rows of the timeline start one of its pairs (a MatMul and then the collective in the
+    same step, or an AllGather and then the MatMul)."""
+    if len(timeline) < 2:
+        return {}
+    nxt = timeline.shift(-1)
+    same_step = (timeline["step"] == nxt["step"]) | (timeline["step"].isna() & nxt["step"].isna())
+    is_matmul = ~timeline["is_comm"] & timeline["type"].str.match(MATMUL)
+    next_matmul = is_matmul.shift(-1, fill_value=False)
+    kinds = {
+        "matmul_all_reduce": same_step & is_matmul & (nxt["collective"] == "all_reduce"),
+        "matmul_reduce_scatter": same_step & is_matmul & (nxt["collective"] == "reduce_scatter"),
+        "all_gather_matmul": same_step & (timeline["collective"] == "all_gather") & next_matmul,
+    }
+    return {pattern: mask.fillna(False).astype(bool) for pattern, mask in kinds.items()}
 
 
 def mc2_candidates(pairs: pd.DataFrame, step_count: int,

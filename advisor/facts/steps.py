@@ -86,9 +86,8 @@ def steps_from_overlap(overlap: pd.DataFrame, windows: pd.DataFrame) -> pd.DataF
     per step window, the summed duration of each lane's events that start in it (one row without windows)."""
     lanes = overlap.loc[overlap["lane"].isin(_LANES)]
     step = window_of(lanes, windows) if not windows.empty else pd.Series(-1, index=lanes.index)
-    sums = lanes.assign(step=step).dropna(subset=["step"]).pivot_table(
-        index="step", columns="lane", values="dur", aggfunc="sum", fill_value=0.0
-    )
+    kept = lanes.assign(step=step).dropna(subset=["step"])
+    sums = kept.groupby(["step", "lane"], sort=True)["dur"].sum().unstack("lane", fill_value=0.0)
     frame = sums.rename(columns=_LANES).reindex(columns=list(_LANES.values()), fill_value=0.0).reset_index()
     frame["overlapped_us"] = (frame["communication_us"] - frame["comm_not_overlapped_us"]).clip(lower=0)
     frame["step"] = frame["step"].map(lambda s: "" if s == -1 else str(int(s))).astype("str")

@@ -15,10 +15,18 @@ def kernel_step_windows(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per step (kernel_details Step Id): the device window from the first kernel start to the last kernel end."""
     if "start_us" not in kernels or "step" not in kernels:
         return pd.DataFrame(columns=WINDOW_COLUMNS)
-    rows = kernels.loc[kernels["step"].notna() & kernels["start_us"].notna()]
-    rows = rows.assign(step=pd.to_numeric(rows["step"], errors="coerce"), end=rows["start_us"] + rows["duration_us"].fillna(0))
-    windows = rows.dropna(subset=["step"]).groupby("step", sort=True).agg(start=("start_us", "min"), end=("end", "max"))
-    return windows.reset_index().astype({"step": int})[WINDOW_COLUMNS]
+    step = pd.to_numeric(kernels["step"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    start = kernels["start_us"].to_numpy(dtype=float, na_value=np.nan)
+    end = start + np.nan_to_num(kernels["duration_us"].to_numpy(dtype=float, na_value=np.nan), nan=0.0)
+    known = ~np.isnan(step) & ~np.isnan(start)
+    if not known.any():
+        return pd.DataFrame(columns=WINDOW_COLUMNS).astype({"step": int})
+    steps, slot = np.unique(step[known], return_inverse=True)
+    first = np.full(len(steps), np.inf)
+    last = np.full(len(steps), -np.inf)
+    np.minimum.at(first, slot, start[known])
+    np.maximum.at(last, slot, end[known])
+    return pd.DataFrame({"step": steps.astype(int), "start": first, "end": last})[WINDOW_COLUMNS]
 
 
 def profiler_step_windows(host: pd.DataFrame) -> pd.DataFrame:
