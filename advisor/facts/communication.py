@@ -15,16 +15,13 @@ _LINK_SPLIT = ("HCCS", "PCIE", "SIO")
 def communication_summary(ops: pd.DataFrame, step_count: int) -> pd.DataFrame:
     """Per kind (collective, p2p): op count and CANN times per step in µs, and their shares of elapse."""
     per_step = max(step_count, 1)
-    grouped = ops.groupby("kind", sort=True)
-    summary = grouped.agg(
-        ops=("elapse_ms", "size"),
-        elapse_ms=("elapse_ms", "sum"),
-        transit_ms=("transit_ms", "sum"),
-        wait_ms=("wait_ms", "sum"),
-        synchronization_ms=("synchronization_ms", "sum"),
-        idle_ms=("idle_ms", "sum"),
-        transit_from_bandwidth=("transit_from_bandwidth", "sum") if "transit_from_bandwidth" in ops else ("elapse_ms", lambda _: 0),
-    ).reset_index()
+    columns = ["elapse_ms", "transit_ms", "wait_ms", "synchronization_ms", "idle_ms"]
+    frame = ops[columns].assign(transit_from_bandwidth=ops["transit_from_bandwidth"].astype(bool)
+                                if "transit_from_bandwidth" in ops else False)
+    grouped = frame.groupby(ops["kind"], sort=True)
+    summary = grouped.sum()  # one pass over every column (the same compensated sums as one aggregation each)
+    summary.insert(0, "ops", grouped.size())
+    summary = summary.rename_axis("kind").reset_index()
     summary["transit_from_bandwidth_per_step"] = summary["transit_from_bandwidth"].astype(float) / per_step
     summary["ops_per_step"] = summary["ops"] / per_step
     for name in ("elapse", "transit", "wait", "synchronization", "idle"):
@@ -47,10 +44,12 @@ def transport_summary(traffic: pd.DataFrame, step_count: int) -> pd.DataFrame:
     if rows["transport"].isin(_LINK_SPLIT).any():
         rows = rows.loc[rows["transport"] != "SDMA"]
     threshold = rows["transport"].map(SMALL_OP_MB).fillna(SMALL_OP_MB_DEFAULT)
-    rows = rows.assign(small=rows["size_mb"] < threshold)
-    summary = rows.groupby("transport", sort=True).agg(
-        ops=("size_mb", "size"), size_mb=("size_mb", "sum"), time_ms=("time_ms", "sum"), small=("small", "mean")
-    ).reset_index()
+    grouped = pd.DataFrame({"size_mb": rows["size_mb"], "time_ms": rows["time_ms"],
+                            "small": (rows["size_mb"] < threshold).astype(float)}).groupby(rows["transport"], sort=True)
+    summary = grouped.sum()
+    summary["small"] = summary["small"] / grouped.size()  # the share of small ops: a count over a count
+    summary.insert(0, "ops", grouped.size())
+    summary = summary.rename_axis("transport").reset_index()
     summary["size_mb_per_step"] = summary["size_mb"] / per_step
     summary["time_us_per_step"] = summary["time_ms"] * 1000 / per_step
     summary["bandwidth_gbps"] = (summary["size_mb"] / summary["time_ms"].where(summary["time_ms"] > 0)).fillna(0.0)

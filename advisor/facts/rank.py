@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.communication import (
+    communication_summary,
     link_summary,
     matrix_members,
     op_traffic,
@@ -179,6 +180,7 @@ class RankFacts:
     mc2: Mc2Pairs | None = None
     ops: pd.DataFrame | None = None  # communication ops, transit checked against Bandwidth Info
     transport: pd.DataFrame | None = None  # transport_summary of its traffic
+    summary: pd.DataFrame | None = None  # communication_summary of its ops (per kind)
     links: pd.DataFrame | None = None  # link_summary of its communication_matrix.json, with rank and source
     matrix_groups: dict[str, tuple[frozenset[int], int | None]] = field(default_factory=dict)
     nccl: pd.DataFrame | None = None  # a GPU rank's NCCL kernels (matched across ranks by the reduce)
@@ -214,7 +216,9 @@ def rank_facts(rank: RankData, show: Shown, user: UserContext | None, *, deep: b
     elif rank.communication is not None:
         traffic = rank.communication.traffic
         out.ops = transit_from_bandwidth(rank.communication.ops, traffic)
-        out.transport = transport_summary(traffic, max(int(out.ops["step"].nunique(dropna=False)), 1))
+        step_count = max(int(out.ops["step"].nunique(dropna=False)), 1)
+        out.transport = transport_summary(traffic, step_count)
+        out.summary = communication_summary(out.ops, step_count)
     if rank.matrix is not None and not rank.matrix.empty:
         out.matrix_groups = matrix_members(rank.matrix)
         groups = {h: (g.name, g.global_ranks) for h, g in groups_by_hash(rank.metadata).items()}

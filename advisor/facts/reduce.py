@@ -147,7 +147,7 @@ def _attach_nccl(ranks: list[RankFacts]) -> None:
         ops = matched.get(rank.meta.rank)
         if ops is not None:
             rank.ops = ops.assign(transit_from_bandwidth=False)
-            rank.transport = None
+            rank.transport = rank.summary = None
 
 
 def _with_cores(facts: list[Fact], device: dict) -> list[Fact]:
@@ -294,7 +294,8 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
         sources.append(f"{profile.shown(meta.file('communication_matrix.json'))}[src-dst links]"
                        if members[group].global_ranks is None else
                        f"{profile.shown(meta.path / 'profiler_metadata.json')}[parallel_group_info]")
-    for row in communication_summary(ops, step_count).to_dict("records"):
+    summary = rank.summary if rank.summary is not None else communication_summary(ops, step_count)
+    for row in summary.to_dict("records"):
         collective = row["kind"] == "collective" and group is not None
         outside_us = float(outside["outside_ms"].sum()) * 1000 / step_count if row["kind"] == "collective" else 0.0
         facts.append(
