@@ -797,11 +797,12 @@ def _find_rule(book, rule_id: str):
 def main() -> None:
     """Console-script entry point.
 
-    Ctrl-C becomes KeyboardInterrupt again (see errors.quiet_interrupt_while_starting), which each command
-    turns into ``advisor: error: interrupted`` and exit 130.
+    Once a command starts (``_guard``), Ctrl-C becomes KeyboardInterrupt again (see
+    errors.quiet_interrupt_while_starting), which the command turns into ``advisor: error: interrupted`` and exit
+    130. Until then — while the command line is parsed, and its option callbacks import what they need — the
+    starting handler says the same and ends the program (typer would end a KeyboardInterrupt there with a silent
+    130).
     """
-    if errors.is_starting_handler(signal.getsignal(signal.SIGINT)):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         _reserve_standard_streams()
         app(prog_name="advisor")  # also under `python -m advisor`: usage lines and completion name the program
@@ -1085,6 +1086,8 @@ def _note(message: str, level: str = "note") -> None:
 @contextmanager
 def _guard(debug: bool) -> Iterator[None]:
     """Turn errors into one clear line on stderr and the documented exit code (a traceback with --debug)."""
+    if errors.is_starting_handler(signal.getsignal(signal.SIGINT)):  # the command takes over Ctrl-C
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     except (typer.Exit, typer.Abort, SystemExit):
