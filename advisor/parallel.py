@@ -35,6 +35,8 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 _in_worker = False
+_progress_pipe: int | None = None  # in a worker: where its progress messages go (the parent's display)
+_PROGRESS = -2  # the index of a progress frame
 _PR_SET_PDEATHSIG = 1
 
 
@@ -93,6 +95,18 @@ def can_fork() -> bool:
             and not multiprocessing.current_process().daemon)
 
 
+def worker_progress(message: tuple) -> bool:
+    """In a worker of fork_map: send ``message`` to the progress listener of the parent (``ingest.ascend.PROGRESS``,
+    called there with its items); False outside workers."""
+    if _progress_pipe is None:
+        return False
+    try:
+        _send(_progress_pipe, pickle.dumps((_PROGRESS, True, message), pickle.HIGHEST_PROTOCOL))
+    except OSError:  # the parent is gone or stopped reading: progress is not worth failing for
+        return False
+    return True
+
+
 def fork_map(function: Callable[[Item], Result], items: Sequence[Item], *, main_works: bool = True) -> list[Result]:
     """``[function(item) for item in items]`` computed by this process and ``jobs() - 1`` forked workers.
 
@@ -136,7 +150,7 @@ class _Pool:
         try:
             for first in range(self.offset, self.offset + self.workers):
                 self._fork(first)
-            self.reader = _Reader(list(self.children.values()))
+            self.reader = _Reader(list(self.children.values()), _progress_listener())
             self.reader.start()
             if self.main_works:
                 results[0] = self.function(items[0])
@@ -199,7 +213,9 @@ class _Pool:
         self.children[pid] = read_end
 
     def _work(self, first: int, pipe: int, parent: int) -> None:
+        global _progress_pipe
         _become_worker(parent)
+        _progress_pipe = pipe
         index: int | None = first
         while index is not None:
             try:
@@ -257,9 +273,10 @@ class _Pool:
 class _Reader(threading.Thread):
     """Reads the result frames of every worker's pipe until each ends (the worker finished or died)."""
 
-    def __init__(self, pipes: list[int]) -> None:
+    def __init__(self, pipes: list[int], progress: Callable[..., None] | None = None) -> None:
         super().__init__(name="advisor-results", daemon=True)
         self.pipes = pipes
+        self.progress = progress
         self.received: list[tuple[int, bool, Any]] = []  # unpickled as each arrives: no result is held twice
 
     def run(self) -> None:
@@ -289,7 +306,12 @@ class _Reader(threading.Thread):
                 return
             frame = memoryview(buffer)[_FRAME.size : _FRAME.size + length]
             try:
-                self.received.append(pickle.loads(frame))
+                outcome = pickle.loads(frame)
+                if outcome[0] == _PROGRESS:
+                    if self.progress is not None:
+                        self.progress(*outcome[2])
+                else:
+                    self.received.append(outcome)
             except Exception as exc:  # noqa: BLE001 (a result that does not unpickle fails the run, as a failed piece)
                 self.received.append((-1, False, exc))
             finally:
@@ -298,6 +320,12 @@ class _Reader(threading.Thread):
 
     def outcomes(self) -> list[tuple[int, bool, Any]]:
         return self.received
+
+
+def _progress_listener() -> Callable[..., None] | None:
+    """The progress listener of this process's context (set by the command line on a terminal), if any."""
+    ascend = sys.modules.get("advisor.ingest.ascend")
+    return ascend.PROGRESS.get() if ascend is not None else None
 
 
 def _send(pipe: int, payload: bytes) -> None:

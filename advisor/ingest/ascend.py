@@ -38,7 +38,7 @@ from advisor.ingest.limits import check_size, read_bounded
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData, SkippedFile
 from advisor.ingest.paths import display_path
 from advisor.ingest.trace import read_trace
-from advisor.parallel import in_worker
+from advisor.parallel import in_worker, worker_progress
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _MAX_JSON_BYTES = 64 << 20
@@ -245,11 +245,15 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
 def report_progress(shown: str, path: Path) -> None:
     """Tell the current progress listener (if any) which file is being read and how big it is."""
     listener = PROGRESS.get()
-    if listener is not None and not in_worker():  # the progress display lives in the main process
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = 0
+    if listener is None and not in_worker():
+        return
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    if in_worker():  # the progress display lives in the main process: the message goes there
+        worker_progress((shown, size))
+    elif listener is not None:
         listener(shown, size)
 
 
