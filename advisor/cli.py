@@ -173,6 +173,22 @@ JobsOption = Annotated[
 ]
 
 
+class Deep(str, Enum):
+    auto = "auto"
+    all = "all"
+
+
+SchedulerOption = Annotated[Optional[str], typer.Option(
+    "--scheduler", metavar="ADDRESS",
+    help="Analyse the ranks on Dask: 'local' (a LocalCluster on this machine) or a scheduler address "
+         "(tcp://host:8786) whose workers see PATH (default: $ADVISOR_SCHEDULER, else the built-in process pool; "
+         "needs advisor[dask]).")]
+DeepOption = Annotated[Optional[Deep], typer.Option(
+    "--deep", metavar="[auto|all]",
+    help="auto (the default, or $ADVISOR_DEEP): above 64 ranks, read every rank's cluster-level files and analyse "
+         "the outlier, straggler and typical ranks in depth; all: analyse every rank in depth.")]
+
+
 def _complete_rule_id(incomplete: str) -> list[str]:
     """Shell completion of a rule id: the file names of the built-in rules (a rule's file is named by its id)."""
     from advisor.resources import data_dir
@@ -233,6 +249,8 @@ def diagnose_command(
     ] = False,
     max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
     jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    scheduler: SchedulerOption = None,
+    deep: DeepOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Diagnose a profile and print or write the action plan.
@@ -248,6 +266,7 @@ def diagnose_command(
       advisor diagnose ./prof -o report.html -o report.md -o report.json
       advisor diagnose ./prof -f json --fail-on high --max-findings 10
       advisor diagnose ./traces --lang zh --env TASK_QUEUE_ENABLE=1 --context model.yaml
+      advisor diagnose /shared/cluster-prof --scheduler tcp://scheduler:8786 --deep all
     """
     with _guard(debug):
         from advisor.diagnose import diagnose
@@ -260,7 +279,8 @@ def diagnose_command(
         book = _rulebook(rules, skip_broken=True)
         language = lang.value if lang else _locale_language()
         report = _with_progress(f"Diagnosing {path}", lambda: _without_failing_packs(
-            book, lambda rules: diagnose(path, lang=language, context=user, rulebook=rules)))
+            book, lambda rules: diagnose(path, lang=language, context=user, rulebook=rules, scheduler=scheduler,
+                                         deep=deep.value if deep else None)))
         _refuse_overwriting(output, _files_read(path, report.coverage))
         for fmt, target in targets:
             _write(report, fmt, target, explain, view)
@@ -291,6 +311,8 @@ def facts_command(
     context: ContextOption = None,
     max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
     jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    scheduler: SchedulerOption = None,
+    deep: DeepOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against.
@@ -312,7 +334,8 @@ def facts_command(
         elif path is None:
             raise errors.InputError("give a profile PATH, or --list for the catalogue")
         else:
-            _print_facts(path, family, as_json, build_context(env or [], env_file or [], context))
+            _print_facts(path, family, as_json, build_context(env or [], env_file or [], context), scheduler,
+                         deep.value if deep else None)
 
 
 def _print_catalogue(family: str | None) -> None:
@@ -330,12 +353,14 @@ def _print_catalogue(family: str | None) -> None:
         typer.echo("")
 
 
-def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext) -> None:
+def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext, scheduler: str | None,
+                 deep: str | None) -> None:
     import json
 
     from advisor.diagnose import diagnose
 
-    report = _with_progress(f"Reading {path}", lambda: diagnose(path, lang="en", context=user))
+    report = _with_progress(f"Reading {path}", lambda: diagnose(path, lang="en", context=user, scheduler=scheduler,
+                                                                deep=deep))
     facts = [f for f in report.facts if family in (None, f["type"])]
     if as_json:
         sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")

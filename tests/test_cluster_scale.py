@@ -165,3 +165,28 @@ def test_a_scheduler_without_dask_installed_says_how_to_get_it(cluster32, monkey
 def test_a_scheduler_that_is_neither_an_address_nor_a_client_is_refused(cluster32):
     with pytest.raises(InputError, match="not 'local'"):
         diagnose(cluster32, scheduler=42)
+
+
+def test_the_command_line_takes_the_scheduler_and_the_depth(cluster32, dask_cluster, monkeypatch):
+    from typer.testing import CliRunner
+
+    from advisor.cli import app
+
+    local, _client = dask_cluster
+    monkeypatch.setattr(cluster, "TRIAGE_ABOVE", 8)
+    monkeypatch.delenv("ADVISOR_SCHEDULER", raising=False)
+    monkeypatch.delenv("ADVISOR_DEEP", raising=False)
+    runner = CliRunner()
+
+    def run(*options: str) -> dict:
+        result = runner.invoke(app, ["diagnose", str(cluster32), "-f", "json", *options])
+        assert result.exit_code in (0, 3), result.output
+        return json.loads(result.stdout)
+
+    triaged = run()
+    assert triaged["input"]["triage"]["ranks"] == 32
+    deep_on_dask = run("--scheduler", local.scheduler_address, "--deep", "all")
+    assert "triage" not in deep_on_dask["input"]
+    assert deep_on_dask == json.loads(_json(cluster32, deep="all"))
+    refused = runner.invoke(app, ["diagnose", str(cluster32), "--deep", "most"])
+    assert refused.exit_code == 2 and "--deep" in refused.output

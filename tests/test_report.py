@@ -202,6 +202,11 @@ def test_brief_terminal_report_of_the_bundled_example_is_short(example):
     assert len(text.splitlines()) <= 60 and max(len(line.rstrip()) for line in text.splitlines()) <= 100
     assert "Top actions" in text and example.findings[0].title in text and example.findings[5].title not in text
     assert "--detail full" in text and "-o report.html" in text
+    # However long the input path (CI checks out deeper than a developer), the hint is never split.
+    deep = example.model_copy(update={"input": example.input.model_copy(update={"path": "/" + "d" * 70 + example.input.path})})
+    buffer = io.StringIO()
+    render_terminal(deep, Console(file=buffer, width=100, no_color=True), view=BRIEF)
+    assert "--detail full" in buffer.getvalue() and "-o report.html" in buffer.getvalue()
     full = io.StringIO()
     render_terminal(example, Console(file=full, width=100, no_color=True))
     assert example.findings[-1].title in full.getvalue() and "Top operator types" in full.getvalue()
