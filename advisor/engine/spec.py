@@ -10,15 +10,14 @@ or can never be true is rejected with a message instead of silently never firing
 from __future__ import annotations
 
 import re
-import types
-import typing
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from advisor.budget import ROOT_BUCKET, bucket_problem
 from advisor.engine.expr import Expression, ExpressionError, Template, check_format_spec
 from advisor.engine.regex import UnsupportedRegex, translate
+from advisor.facts.catalogue import field_bounds, field_kind, literal_choices, value_kind
 from advisor.facts.models import FACT_FAMILIES, Fact
 from advisor.text import Text
 
@@ -317,8 +316,8 @@ def _check_predicate(
             problems.append(f"{where}: {op} needs a number field; {field!r} is {kind}")
             continue
         for value in values:
-            if _value_kind(value) != kind:
-                problems.append(f"{where}: {op} {value!r} compares a {kind} field with a {_value_kind(value)}")
+            if value_kind(value) != kind:
+                problems.append(f"{where}: {op} {value!r} compares a {kind} field with a {value_kind(value)}")
             elif choices is not None and op in ("eq", "ne", "in") and value not in choices:
                 problems.append(f"{where}: {value!r} is not a possible value (one of {', '.join(map(repr, choices))})")
             elif kind == "number" and _never_true(op, float(value), bounds):
@@ -394,69 +393,6 @@ def _derived_values(spec: RuleSpec, aliases, problems: list[str], check_refs) ->
         else:
             values[field] = value
     return values
-
-
-# --------------------------------------------------------------------------------------------------
-# What the catalogue says about a field
-
-
-def field_kind(model: type[Fact], field: str) -> str:
-    """'number', 'text', 'bool' or 'list' for a fact field."""
-    annotation = _strip_optional(model.model_fields[field].annotation)
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return _value_kind(typing.get_args(annotation)[0])
-    if origin in (list, tuple):
-        return "list"
-    if annotation is bool:
-        return "bool"
-    if annotation in (int, float):
-        return "number"
-    return "text"
-
-
-def literal_choices(model: type[Fact], field: str) -> tuple[Any, ...] | None:
-    annotation = _strip_optional(model.model_fields[field].annotation)
-    return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
-
-
-def field_bounds(model: type[Fact], field: str) -> tuple[float | None, float | None]:
-    """The documented [ge, le] range of a numeric field (None where open)."""
-    info = model.model_fields[field]
-    metadata = list(info.metadata) + _nested_metadata(info.annotation)
-    lo = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
-    hi = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
-    return lo, hi
-
-
-def _nested_metadata(annotation: Any) -> list[Any]:
-    """Constraints inside ``Optional[Annotated[float, Field(ge=…)]]``."""
-    found: list[Any] = []
-    for arg in typing.get_args(annotation):
-        if typing.get_origin(arg) is Annotated:
-            for extra in typing.get_args(arg)[1:]:
-                found.extend(getattr(extra, "metadata", [extra]))
-        elif typing.get_args(arg):
-            found.extend(_nested_metadata(arg))
-    return found
-
-
-def _strip_optional(annotation: Any) -> Any:
-    if typing.get_origin(annotation) in (Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return _strip_optional(args[0])
-    if typing.get_origin(annotation) is Annotated:
-        return _strip_optional(typing.get_args(annotation)[0])
-    return annotation
-
-
-def _value_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "text"
 
 
 def _never_true(op: str, value: float, bounds: tuple[float | None, float | None]) -> bool:

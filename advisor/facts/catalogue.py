@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from advisor.engine.spec import field_bounds, field_kind
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
+
 from advisor.facts.models import FACT_FAMILIES, Fact
 
 _UNITS = (("_us", "µs"), ("_mb", "MB"), ("_gbps", "GB/s"), ("_mhz", "MHz"), ("_ratio", "0..1"), ("_share", "0..1"))
@@ -40,3 +43,64 @@ def catalogue_markdown() -> str:
         lines += [f"| `{n}` | {k} | {u} | {d} |" for n, k, u, d in field_rows(model)]
         lines.append("")
     return "\n".join(lines)
+
+
+
+def field_kind(model: type[Fact], field: str) -> str:
+    """'number', 'text', 'bool' or 'list' for a fact field."""
+    annotation = _strip_optional(model.model_fields[field].annotation)
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return value_kind(typing.get_args(annotation)[0])
+    if origin in (list, tuple):
+        return "list"
+    if annotation is bool:
+        return "bool"
+    if annotation in (int, float):
+        return "number"
+    return "text"
+
+
+def literal_choices(model: type[Fact], field: str) -> tuple[Any, ...] | None:
+    annotation = _strip_optional(model.model_fields[field].annotation)
+    return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
+
+
+def field_bounds(model: type[Fact], field: str) -> tuple[float | None, float | None]:
+    """The documented [ge, le] range of a numeric field (None where open)."""
+    info = model.model_fields[field]
+    metadata = list(info.metadata) + _nested_metadata(info.annotation)
+    lo = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
+    hi = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
+    return lo, hi
+
+
+def _nested_metadata(annotation: Any) -> list[Any]:
+    """Constraints inside ``Optional[Annotated[float, Field(ge=…)]]``."""
+    found: list[Any] = []
+    for arg in typing.get_args(annotation):
+        if typing.get_origin(arg) is Annotated:
+            for extra in typing.get_args(arg)[1:]:
+                found.extend(getattr(extra, "metadata", [extra]))
+        elif typing.get_args(arg):
+            found.extend(_nested_metadata(arg))
+    return found
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return _strip_optional(args[0])
+    if typing.get_origin(annotation) is Annotated:
+        return _strip_optional(typing.get_args(annotation)[0])
+    return annotation
+
+
+def value_kind(value: Any) -> str:
+    """'number', 'text' or 'bool' for a value a rule compares a field with."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text"
