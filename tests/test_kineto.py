@@ -79,7 +79,7 @@ def test_a_compressed_trace_that_expands_too_far_is_refused(tmp_path):
 
 
 def test_step_breakdown_reads_like_step_trace_time(tmp_path):
-    from advisor.facts.gpu import step_breakdown, step_windows
+    from advisor.ingest.kinetosteps import step_breakdown, step_windows
 
     trace = read_kineto(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS))
     (step,) = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu)).to_dict("records")
@@ -91,7 +91,7 @@ def test_step_breakdown_reads_like_step_trace_time(tmp_path):
 
 
 def test_step_windows_tile_wall_time_and_reach_the_work_each_step_launched(tmp_path):
-    from advisor.facts.gpu import step_breakdown, step_windows
+    from advisor.ingest.kinetosteps import step_breakdown, step_windows
 
     # ProfilerSteps [-30, 225) and [225, 480); everything but the memcpy (launched at 440) is launched in step 1,
     # and its last activity (NCCL) ends at 400: step 1 runs [-30, 400), step 2 [400, 480)
@@ -105,7 +105,7 @@ def test_step_windows_tile_wall_time_and_reach_the_work_each_step_launched(tmp_p
 
 
 def test_a_trace_without_profiler_steps_is_one_window(tmp_path):
-    from advisor.facts.gpu import step_windows
+    from advisor.ingest.kinetosteps import step_windows
 
     trace = read_kineto(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS))
     windows = step_windows(trace.gpu, trace.runtime, trace.cpu.loc[~trace.cpu["name"].str.startswith("ProfilerStep")])
@@ -114,8 +114,8 @@ def test_a_trace_without_profiler_steps_is_one_window(tmp_path):
 
 
 def test_kernels_read_like_kernel_details(tmp_path):
-    from advisor.facts.gpu import launch_steps
     from advisor.ingest.kineto import kernel_table, kernel_type
+    from advisor.ingest.kinetosteps import launch_steps
 
     assert kernel_type("void at::native::reduce_kernel<512, 1, at::native::Op<float, std::pair<int, int>>>(float*)") \
         == "at::native::reduce_kernel<512, 1, Op>"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from advisor.facts.intervals import union
 from advisor.facts.windows import inside
+from advisor.intervals import union
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from advisor.facts.intervals import EMPTY, intersect, length, subtract, union
+from advisor.intervals import EMPTY, intersect, length, subtract, union
 
 HOST_PARTS = ("dataloader", "compile", "allocator", "gc")
 PARTS = (*HOST_PARTS, "sync", "copy", "dispatch", "host")

@@ -27,7 +27,7 @@ from advisor.facts.communication import (
     transport_summary,
 )
 from advisor.facts.context import core_counts_of, device_entry, hardware_from_header
-from advisor.facts.gpu import analysis_window, gpu_summary, launch_times, step_windows
+from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.host import (
     RUNTIME_NAMES,
     api_calls,
@@ -38,7 +38,6 @@ from advisor.facts.host import (
     sync_calls,
 )
 from advisor.facts.idle import attribute_idle, spans
-from advisor.facts.intervals import intersect, length, merged, subtract, union
 from advisor.facts.memory import (
     MAX_TIMES_LISTED,
     allocator_series,
@@ -89,7 +88,9 @@ from advisor.facts.steps import (
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.ingest.gpu import nccl_collectives
 from advisor.ingest.groups import groups_by_hash
+from advisor.ingest.kinetosteps import launch_times, step_windows
 from advisor.ingest.model import RankData
+from advisor.intervals import intersect, length, merged, subtract, union
 from advisor.usercontext import UserContext
 
 Shown = Callable[[Path], str]

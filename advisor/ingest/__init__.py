@@ -6,6 +6,7 @@ from pathlib import Path
 
 from advisor.ingest.ascend import Reader, read_rank
 from advisor.ingest.discover import KINETO_FORMAT, Layout, RankDir, discover
+from advisor.ingest.gpu import attach_nccl_waits, read_gpu_rank
 from advisor.ingest.model import Coverage, CsvTable, Profile, RankData
 from advisor.parallel import fork_map
 
@@ -57,8 +58,6 @@ def number_traces(recorded: list[int]) -> tuple[list[int], list[tuple[int, str]]
 
 def _read_traces(layout: Layout, coverage: Coverage) -> list[RankData]:
     """Read every trace; ranks come from distributedInfo, and a missing or repeated one gets the next free number."""
-    from advisor.ingest.gpu import attach_nccl_waits, read_gpu_rank  # it imports facts, which import this package
-
     def read_one(trace: RankDir) -> tuple[RankData | None, Coverage]:
         own = Coverage()
         return Reader(layout.base, own).read(trace.path, read_gpu_rank), own

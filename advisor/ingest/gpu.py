@@ -2,7 +2,7 @@
 
 Each trace becomes the tables an Ascend rank has (``stand_ins`` maps every text-export name to the trace):
 
-* step_trace_time.csv ← ``facts.gpu.step_breakdown`` over ``step_windows`` (each ProfilerStep#N extended to the end
+* step_trace_time.csv ← ``kinetosteps.step_breakdown`` over ``step_windows`` (each ProfilerStep#N extended to the end
   of the GPU work it launched; the whole trace as one step when it has no ProfilerStep);
 * kernel_details.csv ← the GPU activity with canonical columns (``kineto.kernel_table``);
 * memory_record.csv ← the ``[memory]`` instants (Total Allocated / Total Reserved after each allocator event),
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from advisor.facts.gpu import launch_steps, launch_times, step_breakdown, step_windows
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
+from advisor.ingest.kinetosteps import launch_steps, launch_times, step_breakdown, step_windows
 from advisor.ingest.model import CommunicationTables, CsvTable, RankData
 from advisor.ingest.trace import TraceTables
 

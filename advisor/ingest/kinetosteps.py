@@ -1,0 +1,115 @@
+"""ProfilerStep windows of a Kineto trace and the step breakdown over them (pure functions), which the GPU reader
+(``ingest/gpu.py``) writes as the rank's step table.
+
+The step breakdown is measured on wall-clock step windows (``step_windows``): each ProfilerStep#N extended to the
+end of the GPU work it launched, so that the host's time before a step's first kernel (data loading, the
+optimizer's host work) is idle time of that step, as torch-tb-profiler counts it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.intervals import intersect, merged, union
+
+
+def launch_times(runtime: pd.DataFrame) -> pd.Series:
+    """The start of the runtime call that launched each correlation id (the first call, where ids repeat)."""
+    return runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")["ts"]
+
+
+STEP_EVENT = r"^ProfilerStep#(\d+)$"
+BREAKDOWN_COLUMNS = ["step", "start_us", "end_us", "computing_us", "communication_us", "comm_not_overlapped_us",
+                     "overlapped_us", "free_us", "preparing_us"]
+
+
+def step_windows(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
+    """The wall-clock window of each ProfilerStep#N: from max(the previous step's end, the ProfilerStep's start) to
+    max(the ProfilerStep's end, the end of the last GPU activity launched inside it). The windows tile the steps'
+    wall time and never overlap; a trace without ProfilerStep markers is one window (step None) from its first to
+    its last host or GPU event. Columns: step (int or None), start, end (µs)."""
+    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
+    markers = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int)).sort_values(["ts", "step"])
+    if markers.empty:
+        bounds = [frame[["ts", "dur"]] for frame in (cpu, gpu, runtime) if not frame.empty]
+        if not bounds:
+            return pd.DataFrame(columns=["step", "start", "end"])
+        every = pd.concat(bounds, ignore_index=True)
+        return pd.DataFrame({"step": [None], "start": [float(every["ts"].min())],
+                             "end": [float((every["ts"] + every["dur"]).max())]})
+    launched_end = (gpu["ts"] + gpu["dur"]).groupby(launch_steps(gpu, runtime, cpu)).max()
+    rows, previous_end = [], -np.inf
+    for step, ts, dur in zip(markers["step"], markers["ts"], markers["dur"]):
+        start = max(previous_end, float(ts))
+        end = max(float(ts + dur), float(launched_end.get(str(step), -np.inf)), start)
+        rows.append((int(step), start, end))
+        previous_end = end
+    return pd.DataFrame(rows, columns=["step", "start", "end"])
+
+
+def per_window(spans: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
+    """The length of ``spans`` (disjoint, sorted) inside each of the disjoint windows, in the windows' order."""
+    bounds = windows[["start", "end"]].to_numpy(float)
+    order = np.argsort(bounds[:, 0], kind="stable")
+    pieces = intersect(spans, bounds[order])
+    slot = np.searchsorted(bounds[order, 0], pieces[:, 0], side="right") - 1
+    sums = np.bincount(slot, weights=pieces[:, 1] - pieces[:, 0], minlength=len(bounds)) if len(pieces) else np.zeros(len(bounds))
+    out = np.empty(len(bounds))
+    out[order] = sums
+    return out
+
+
+def first_start(spans: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
+    """Per window: where the first of ``spans`` inside it begins (the window's end when none is inside)."""
+    bounds = windows[["start", "end"]].to_numpy(float)
+    pieces = intersect(spans, bounds[np.argsort(bounds[:, 0], kind="stable")])
+    if not len(pieces):
+        return bounds[:, 1].copy()
+    found = np.searchsorted(pieces[:, 0], bounds[:, 0], side="left")
+    at = np.minimum(found, len(pieces) - 1)
+    inside = (found < len(pieces)) & (pieces[at, 0] < bounds[:, 1])
+    return np.where(inside, pieces[at, 0], bounds[:, 1])
+
+
+def step_breakdown(gpu: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """Per step window (``step_windows``): the step_trace_time.csv columns, so GPU steps read like Ascend ones.
+
+    Inside each window: Computing = |∪ compute|, Communication = |∪ communication|, Communication(Not Overlapped)
+    = Communication − the part under compute, Free = window − |compute ∪ communication| (memory copies count as
+    free, as on Ascend; so does the host's time before the step's first kernel, e.g. in the DataLoader), and
+    Preparing = window start to the first compute or communication activity.
+    """
+    if windows.empty:
+        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+    compute = merged(gpu.loc[gpu["kind"] == "compute"])
+    communication = merged(gpu.loc[gpu["kind"] == "communication"])
+    busy = union(np.concatenate([compute, communication]))
+    span = (windows["end"] - windows["start"]).to_numpy(float)
+    computing, comm = per_window(compute, windows), per_window(communication, windows)
+    overlapped = per_window(intersect(compute, communication), windows)
+    return pd.DataFrame({
+        "step": [None if s is None or pd.isna(s) else str(int(s)) for s in windows["step"]],
+        "start_us": windows["start"].to_numpy(float), "end_us": windows["end"].to_numpy(float),
+        "computing_us": computing, "communication_us": comm, "comm_not_overlapped_us": comm - overlapped,
+        "overlapped_us": overlapped, "free_us": np.clip(span - per_window(busy, windows), 0.0, None),
+        "preparing_us": first_start(busy, windows) - windows["start"].to_numpy(float),
+    }, columns=BREAKDOWN_COLUMNS)
+
+
+def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.Series:
+    """The ProfilerStep number (as text) of each GPU activity: the host window holding the runtime call that
+    launched it (by correlation), or its own start when no launch is recorded; None outside every step."""
+    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
+    windows = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int)).sort_values("ts")
+    out = pd.Series(None, index=gpu.index, dtype=object)
+    if windows.empty or gpu.empty:
+        return out
+    launches = launch_times(runtime)
+    anchor = gpu["correlation"].map(launches).fillna(gpu["ts"]).to_numpy(float)
+    slot = np.searchsorted(windows["ts"].to_numpy(float), anchor, side="right") - 1
+    ends = (windows["ts"] + windows["dur"]).to_numpy(float)
+    inside = (slot >= 0) & (anchor <= ends[np.clip(slot, 0, None)])
+    steps = windows["step"].to_numpy()
+    out[inside] = [str(int(steps[i])) for i in slot[inside]]
+    return out
