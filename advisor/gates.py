@@ -36,6 +36,7 @@ class Known:
     format: str | None = None
     versions: dict[str, str | None] | None = None
     execution_mode: str | None = None
+    compute_capability: str | None = None  # a GPU's, e.g. "7.0"
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Check:
     requirement: str
     status: Status
     detail: str
+    kind: Literal["hardware", "framework", "version", "mode"] = "version"
 
 
 def check_preconditions(applies: AppliesTo, known: Known) -> list[Check]:
@@ -50,6 +52,8 @@ def check_preconditions(applies: AppliesTo, known: Known) -> list[Check]:
     checks: list[Check] = []
     if applies.hardware:
         checks.append(_hardware(applies.hardware, known))
+    if applies.compute_capability:
+        checks.append(_compute_capability(applies.compute_capability, known))
     if applies.frameworks:
         checks.append(_framework(applies.frameworks, known))
     for component, requirement in applies.versions.items():
@@ -63,16 +67,26 @@ def _hardware(required: list[str], known: Known) -> Check:
     wanted = ", ".join(required)
     if known.chip and known.chip != "other":
         met = known.chip in required
-        return Check(wanted, "met" if met else "unmet", f"--context chip: {known.chip}")
+        return Check(wanted, "met" if met else "unmet", f"--context chip: {known.chip}", "hardware")
     if not known.hardware:
-        return Check(wanted, "unknown", "the profile does not show the chip; pass --context chip")
+        return Check(wanted, "unknown", "the profile does not show the chip; pass --context chip", "hardware")
     families = set(re.findall(r"A\d", known.hardware))
     allowed = {family for name in required for family in re.findall(r"A\d", name)}
     if families and families <= allowed:
-        return Check(wanted, "met", f"profile: {known.hardware}")
+        return Check(wanted, "met", f"profile: {known.hardware}", "hardware")
     if families and not families & allowed:
-        return Check(wanted, "unmet", f"profile: {known.hardware}")
-    return Check(wanted, "unknown", f"profile: {known.hardware}; check which one it is, or pass --context chip")
+        return Check(wanted, "unmet", f"profile: {known.hardware}", "hardware")
+    return Check(wanted, "unknown", f"profile: {known.hardware}; check which one it is, or pass --context chip", "hardware")
+
+
+def _compute_capability(requirement: str, known: Known) -> Check:
+    """A GPU's CUDA compute capability against a range such as '>=8.0' (the trace's deviceProperties)."""
+    check = _version("compute capability", requirement, known.compute_capability)
+    if check.status == "unknown" and known.compute_capability is None:
+        return Check(check.requirement, "unknown", "the trace does not record the GPU's compute capability; check it "
+                                                   "(nvidia-smi --query-gpu=compute_cap --format=csv)", "hardware")
+    gpu = f"{known.hardware} ({check.detail})" if known.hardware else check.detail
+    return Check(check.requirement, check.status, gpu, "hardware")
 
 
 def _framework(required: list[str], known: Known) -> Check:
@@ -80,9 +94,9 @@ def _framework(required: list[str], known: Known) -> Check:
     required_lower = {name.lower() for name in required}
     frameworks = _FRAMEWORK_OF_FORMAT.get(known.format or "")
     if frameworks is None or not required_lower & {"torch_npu", "pytorch", "mindspore"}:
-        return Check(wanted, "unknown", f"check that the job uses {wanted}")
+        return Check(wanted, "unknown", f"check that the job uses {wanted}", "framework")
     met = bool(required_lower & frameworks)
-    return Check(wanted, "met" if met else "unmet", f"profile format: {known.format}")
+    return Check(wanted, "met" if met else "unmet", f"profile format: {known.format}", "framework")
 
 
 def _version(component: str, requirement: str, actual: str | None) -> Check:
@@ -100,11 +114,12 @@ def _version(component: str, requirement: str, actual: str | None) -> Check:
 
 def _mode(mode: str, known: Known) -> Check:
     if known.execution_mode is None:
-        return Check(mode, "unknown", "the profile does not show the execution mode; pass --context execution_mode")
+        return Check(mode, "unknown", "the profile does not show the execution mode; pass --context execution_mode", "mode")
     shown = _MODES.get(known.execution_mode, known.execution_mode)
     if not any(word in mode.lower() for word in ("eager", "compile", "torchair", "ge graph", "autotune", "overhead")):
-        return Check(mode, "unknown", f"execution mode {shown}; check it")
-    return Check(mode, "met" if shown in mode.lower() else "unmet", f"--context execution_mode: {known.execution_mode}")
+        return Check(mode, "unknown", f"execution mode {shown}; check it", "mode")
+    return Check(mode, "met" if shown in mode.lower() else "unmet", f"--context execution_mode: {known.execution_mode}",
+                 "mode")
 
 
 def version_key(text: str) -> tuple:

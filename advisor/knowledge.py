@@ -16,6 +16,8 @@ class AppliesTo(_Model):
     """Where the prescription is valid; empty lists mean 'no restriction known'."""
 
     hardware: list[str] = Field(default_factory=list, description="e.g. Atlas A2, Atlas A3.")
+    compute_capability: str | None = Field(None, description="A GPU's CUDA compute capability range, e.g. '>=8.0' "
+                                                             "(BF16 and TF32 tensor cores: Ampere and later).")
     frameworks: list[str] = Field(default_factory=list, description="e.g. torch_npu, MindSpore.")
     versions: dict[str, str] = Field(default_factory=dict, description="component → version range, e.g. torch_npu: '>=2.1'.")
     modes: list[str] = Field(default_factory=list, description="e.g. eager, TorchAir max-autotune.")

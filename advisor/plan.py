@@ -9,6 +9,9 @@
   the step time of the ranks it is about (the profile's mean step otherwise).
 * Severity is the rule's own, or from the gain share: ≥ 5 % high, ≥ 1 % medium, else low; a gain from a planning
   factor (``gain_basis: assumed``) is at most medium.
+* A measured gain charged to host-side idle time (``idle``, ``idle/dispatch``, ``idle/host``) in a capture that
+  recorded call stacks or shapes is an upper bound — the profiler's own per-operator cost is host time too — so
+  the finding names those settings (``instrumented_by``) and is at most medium.
 * Findings are ordered by severity, then by gain within it — an assumed gain counting half, unknown last — then id:
   an informational finding (a rule's fixed low severity) never precedes a high one whatever its planning factor.
 """
@@ -48,6 +51,8 @@ MEDIUM_SHARE = 0.01
 TOP_OPERATORS = 10
 ASSUMED_WEIGHT = 0.5  # an assumed gain ranks above a measured one only when it is more than twice as large
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+HOST_IDLE_BUCKETS = ("idle", "idle/dispatch", "idle/host")
+INSTRUMENTATION = ("with_stack", "record_shapes")  # capture settings that add host time to every operator
 
 
 @dataclass
@@ -93,6 +98,7 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
     ``budget_facts``, by default ``facts``)."""
     step_time = _step_times(facts)
     known = known_about(facts)
+    instrumented = instrumentation(facts)
     derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
     charges = charge_firings(firings, facts, book, budget_facts)
     groups: dict[tuple[str, str | None], list[Charge]] = defaultdict(list)
@@ -113,6 +119,10 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
         resolve = resolver(representative.values())
         explain = rule.exprs.explain.get(lang) or rule.exprs.explain["en"]
         severity = rule.spec.severity if rule.spec.severity != "auto" else severity_for(ratio, basis)
+        bucket = members[0].bucket if len({m.bucket for m in members}) == 1 else members[0].bucket.split("/")[0]
+        inflated_by = instrumented if basis == "measured" and bucket in HOST_IDLE_BUCKETS else []
+        if inflated_by and severity == "high":
+            severity = "medium"
         findings.append(
             Finding(
                 id=rule_id,
@@ -126,10 +136,11 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
                 estimated_gain_us=gain,
                 estimated_gain_ratio=ratio,
                 gain_basis=basis,
-                charged_to=members[0].bucket if len({m.bucket for m in members}) == 1 else members[0].bucket.split("/")[0],
+                charged_to=bucket,
+                instrumented_by=inflated_by,
                 claimed_gain_us=fmean(claims) if claims else None,
                 shares_time_with=sorted({s for m in members for s in m.shares_with} - {_label(rule_id, key)}),
-                prescriptions=[prescription(book.knowledge[k], lang, known) for k in rule.spec.then.recommend],
+                prescriptions=[prescription(e, lang, known) for e in applicable([book.knowledge[k] for k in rule.spec.then.recommend], known)],
                 trace=Trace(
                     rule=rule_id,
                     rule_file=rule.shown_path,
@@ -145,6 +156,21 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
         )
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], -ranking_score(f), f.id, f.key or ""))
     return findings
+
+
+def applicable(entries: list[KnowledgeEntry], known: Known) -> list[KnowledgeEntry]:
+    """The prescriptions the job's hardware can take: one whose hardware precondition is unmet (BF16 autocast on a
+    Volta GPU, where the rule recommends FP16 autocast too) is left out while another remains; an unmet version
+    or mode stays, since an upgrade or a switch can meet it."""
+    fits = [e for e in entries
+            if not any(c.kind == "hardware" and c.status == "unmet" for c in check_preconditions(e.applies_to, known))]
+    return fits or entries
+
+
+def instrumentation(facts: list[Fact]) -> list[str]:
+    """The capture settings on in the profile that inflate host time (INSTRUMENTATION), from its context fact."""
+    context = next((f for f in facts if f.family == "context"), None)
+    return [name for name in INSTRUMENTATION if getattr(context, name, None)]
 
 
 def ranking_score(finding: Finding) -> float:
@@ -378,6 +404,7 @@ def known_about(facts: list[Fact]) -> Known:
         hardware=getattr(context, "hardware", None),
         format=getattr(context, "format", None),
         versions={"cann": getattr(context, "cann_version", None), "torch_npu": getattr(context, "torch_npu_version", None)},
+        compute_capability=getattr(context, "compute_capability", None),
         execution_mode=getattr(model, "execution_mode", None),
     )
 

@@ -201,6 +201,10 @@ class Finding(_Model):
     claimed_gain_us: float | None = Field(
         None, description="The rule's own estimate before the budget (mean over the ranks listed); larger than "
                           "estimated_gain_us when findings ranked before it claim the same time.")
+    instrumented_by: list[str] = Field(
+        default_factory=list, description="Capture settings (with_stack, record_shapes) that were on while the host-side "
+                                          "idle time of this gain was measured: their per-operator cost is part of it, "
+                                          "so the gain is an upper bound (and the finding at most medium).")
     shares_time_with: list[str] = Field(
         default_factory=list, description="Findings (rule id, with the key in brackets) that were charged part of "
                                           "the same time first.")

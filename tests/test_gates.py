@@ -42,3 +42,20 @@ def test_findings_carry_the_checked_preconditions(tmp_path):
     mc2 = next(f for f in report.findings if f.id == "mc2.matmul_all_reduce").prescriptions[0]
     assert {c.requirement: c.status for c in mc2.preconditions} == {
         "Atlas A2, Atlas A3": "met", "torch_npu": "met", "CANN >=8.0.RC2": "met"}
+
+
+def test_the_gpu_generation_picks_the_mixed_precision_prescription():
+    from advisor.plan import applicable
+    from advisor.rulebook import load_rulebook
+
+    knowledge = load_rulebook(installed=False).knowledge
+    both = [knowledge["gpu.amp"], knowledge["gpu.amp_fp16"]]
+    chosen = {cc: [e.id for e in applicable(both, Known(compute_capability=cc))] for cc in ("7.0", "7.5", "8.0", "9.0", None)}
+    assert chosen == {"7.0": ["gpu.amp_fp16"], "7.5": ["gpu.amp_fp16"], "8.0": ["gpu.amp"], "9.0": ["gpu.amp"],
+                      None: ["gpu.amp", "gpu.amp_fp16"]}  # unknown: both, each with its check to make
+    (check,) = check_preconditions(AppliesTo(compute_capability=">=8.0"), Known(compute_capability=None))
+    assert check.status == "unknown" and "nvidia-smi" in check.detail
+    # an unmet version is no reason to leave a prescription out: an upgrade meets it
+    versioned = knowledge["gpu.amp"].model_copy(update={"applies_to": AppliesTo(versions={"torch": ">=9.0"})})
+    kept = applicable([versioned, knowledge["gpu.amp_fp16"]], Known(versions={"torch": "2.5"}, compute_capability="7.0"))
+    assert [e.id for e in kept] == ["gpu.amp", "gpu.amp_fp16"]

@@ -55,7 +55,8 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         sources.append(f"{profile.shown(gpu.kineto_path)}[deviceProperties]")
     captured = next((r for r in ranks if r.kineto_settings), None)
     if captured is not None:
-        sources.append(f"{profile.shown(captured.kineto_path)}[header: record_shapes, profile_memory, with_stack]")
+        sources.append(f"{profile.shown(captured.kineto_path)}[header: record_shapes, profile_memory, with_stack; "
+                       "else ops' Input Dims, Call stack]")
 
     return ContextFact(
         id="context",
@@ -67,6 +68,7 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         torch_npu_version=first(lambda r: _str(r.profiler_info.get("torch_npu_version"))),
         cann_version=first(lambda r: _str(r.profiler_info.get("cann_version")) or _str(r.device_info.get("cannVersion"))),
         hardware=hardware,
+        compute_capability=gpu.kineto_compute_capability if gpu is not None else None,
         ai_core_count=_int(device.get("ai_core_num")),
         vector_core_count=_int(device.get("aiv_num")),
         aic_frequency_mhz=_float(device.get("aic_frequency")),

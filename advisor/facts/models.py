@@ -47,15 +47,16 @@ class ContextFact(Fact):
     torch_npu_version: str | None = Field(None, description="torch_npu version (profiler_info, torch_npu >= 2.5).")
     cann_version: str | None = Field(None, description="CANN version (profiler_info, or the device info.json).")
     hardware: str | None = Field(None, description="Chip family inferred from the PMU columns, e.g. 'Atlas A2/A3'; the GPU's name from deviceProperties.")
+    compute_capability: str | None = Field(None, description="The GPU's CUDA compute capability, e.g. '7.0' (Volta), '8.0' (Ampere), '9.0' (Hopper) (deviceProperties).")
     ai_core_count: int | None = Field(None, ge=0, description="AI (cube) cores per device (device info.json).")
     vector_core_count: int | None = Field(None, ge=0, description="AI vector cores per device (device info.json).")
     aic_frequency_mhz: float | None = Field(None, ge=0, description="AI Core clock in MHz (device info.json).")
     rank_count: int = Field(ge=1, description="Number of ranks in the profile.")
     step_count: int = Field(ge=0, description="Number of profiled steps (0 when the capture has no step info).")
     has_step_info: bool = Field(description="Whether ProfilerStep#N boundaries were recorded.")
-    record_shapes: bool | None = Field(None, description="record_shapes was on.")
+    record_shapes: bool | None = Field(None, description="record_shapes was on (the settings, or a PyTorch trace's ops carry Input Dims).")
     profile_memory: bool | None = Field(None, description="profile_memory was on.")
-    with_stack: bool | None = Field(None, description="with_stack was on (call stacks available).")
+    with_stack: bool | None = Field(None, description="with_stack was on (the settings, or a PyTorch trace's ops carry a Call stack).")
 
 
 class _TimeBreakdown(Fact):

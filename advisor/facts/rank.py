@@ -126,6 +126,7 @@ class RankMeta:
     hardware_hint: str | None = None  # the chip family its kernel_details header tells, if any
     kineto_path: Path | None = None  # a PyTorch trace's file, its GPU and capture settings
     kineto_device_name: str | None = None
+    kineto_compute_capability: str | None = None
     kineto_settings: dict[str, bool] | None = None
     info_file: Path | None = None  # its first profiler_info*.json
     device_info_file: Path | None = None  # its first PROF_*/device_*/info.json.*
@@ -147,6 +148,7 @@ class RankMeta:
                    hardware_hint=hardware_from_header(header) if header is not None else None,
                    kineto_path=kineto.path if kineto is not None else None,
                    kineto_device_name=kineto.device_name if kineto is not None else None,
+                   kineto_compute_capability=kineto.compute_capability if kineto is not None else None,
                    kineto_settings=kineto.settings if kineto is not None else None,
                    info_file=info[0] if info else None, device_info_file=device[0] if device else None)
 

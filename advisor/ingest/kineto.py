@@ -50,6 +50,9 @@ class _Args(msgspec.Struct):
     device_type: Union[int, None] = msgspec.field(default=None, name="Device Type")  # 0 CPU, 1 CUDA (ROCm too)
     allocated: Union[float, None] = msgspec.field(default=None, name="Total Allocated")
     reserved: Union[float, None] = msgspec.field(default=None, name="Total Reserved")
+    # Left undecoded: only whether an op has them tells that record_shapes / with_stack was on.
+    shapes: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Call stack")
 
 
 _NO_ARGS = _Args()
@@ -71,6 +74,8 @@ class _Distributed(msgspec.Struct):
 
 class _Device(msgspec.Struct):
     name: Union[str, None] = None
+    computeMajor: Union[int, None] = None
+    computeMinor: Union[int, None] = None
 
 
 class _Keys(msgspec.Struct):
@@ -100,14 +105,17 @@ class KinetoTrace:
     cpu: pd.DataFrame  # name, tid, ts, dur
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
     device_name: str | None = None  # deviceProperties[0].name, e.g. "NVIDIA H100 80GB HBM3"
-    settings: dict[str, bool] = field(default_factory=dict)  # record_shapes, profile_memory, with_stack from the header
+    compute_capability: str | None = None  # deviceProperties[0] computeMajor.computeMinor, e.g. "7.0"
+    # record_shapes, profile_memory, with_stack from the header; else record_shapes / with_stack when ops carry
+    # Input Dims / Call stack (older traces have no such header keys)
+    settings: dict[str, bool] = field(default_factory=dict)
     truncation: str | None = None  # why only the start of the file was read (a cut-off file), else None
     warnings: list[str] = field(default_factory=list)
 
 
 def read_kineto(path: Path) -> KinetoTrace:
     """Stream one trace into tables; FileProblem when it is not a Kineto trace object."""
-    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": []}
+    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": [], "recorded": []}
     cut, trailer, bad, seen = Cut(), Trailer(), 0, 0
     with open_binary(path) as handle:
         head = handle.read(jsonstream.BLOCK_BYTES)
@@ -195,8 +203,13 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
                                 event.dur))
         elif category in RUNTIME_CATEGORIES:
             rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
-        elif category in CPU_CATEGORIES and CPU_EVENTS.search(name):
-            rows["cpu"].append((name, event.tid, event.ts, event.dur))
+        elif category in CPU_CATEGORIES:
+            if CPU_EVENTS.search(name):
+                rows["cpu"].append((name, event.tid, event.ts, event.dur))
+            recorded = rows["recorded"]
+            if len(recorded) < 2:
+                recorded += [key for key, raw in (("record_shapes", args.shapes), ("with_stack", args.stack))
+                             if raw and key not in recorded]
 
 
 def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], truncation: str | None,
@@ -213,13 +226,18 @@ def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], trunc
         value = getattr(before, key) if getattr(before, key) is not None else getattr(after, key)
         if value is not None:
             settings[key] = bool(value)
+    for key in rows["recorded"]:
+        settings.setdefault(key, True)
+    device = next((d for d in devices if d.name), None)
     return KinetoTrace(
         path=path, rank=distributed.rank if distributed is not None else None,
         gpu=frame("gpu", ["name", "kind", "stream", "device", "correlation", "ts", "dur"]),
         runtime=frame("runtime", ["name", "correlation", "tid", "ts", "dur"]),
         cpu=frame("cpu", ["name", "tid", "ts", "dur"]),
         memory=frame("memory", ["ts", "allocated_mb", "reserved_mb"]),
-        device_name=next((d.name for d in devices if d.name), None),
+        device_name=device.name if device is not None else None,
+        compute_capability=(f"{device.computeMajor}.{device.computeMinor or 0}"
+                            if device is not None and device.computeMajor is not None else None),
         settings=settings, truncation=truncation, warnings=warnings,
     )
 
