@@ -240,32 +240,33 @@ class Report(_Model):
     facts: list[dict[str, Any]] = Field(description="Every fact, as {'type': family, …fields}.")
     coverage: CoverageInfo
 
-    # Jupyter and pandas (advisor/api.py). Methods only: the JSON contract is the fields above.
+    # Jupyter (render/fragment.py) and pandas (frames.py). Methods only: the JSON contract is the fields above.
 
     def _repr_html_(self) -> str:
         """The HTML report's body, its style sheet confined to it (how Jupyter shows a Report)."""
-        from advisor.api import html_fragment, render
+        from advisor.render import render_html
+        from advisor.render.fragment import html_fragment
 
-        return html_fragment(render(self, "html"))
+        return html_fragment(render_html(self))
 
     def _repr_markdown_(self) -> str:
         """The Markdown report."""
-        from advisor.api import render
+        from advisor.render import render_markdown
 
-        return render(self, "markdown")
+        return render_markdown(self)
 
     def findings_df(self) -> pd.DataFrame:
         """One row per finding, ranked as in the report: id, key, category, severity, title, estimated_gain_us,
         estimated_gain_ratio, gain_basis, charged_to, claimed_gain_us, shares_time_with, ranks, prescriptions
         (knowledge ids), explanation."""
-        from advisor.api import findings_frame
+        from advisor.frames import findings_frame
 
         return findings_frame(self.findings)
 
     def facts_df(self, family: str | None = None) -> pd.DataFrame:
         """The facts the rules saw, one row each (``type`` is the family); only ``family``'s, with its fields as
         the columns, when given (``advisor facts --list`` documents them). InputError for an unknown family."""
-        from advisor.api import facts_frame
+        from advisor.frames import facts_frame
 
         return facts_frame(self.facts, family)
 
@@ -273,13 +274,13 @@ class Report(_Model):
         """The per-rank step table, indexed by rank: steps, step_time_us and its split into compute_us,
         comm_not_overlapped_us and free_us (µs per step), the three ratios and the bottleneck. Per step and
         rank: ``facts_df("step")``."""
-        from advisor.api import steps_frame
+        from advisor.frames import steps_frame
 
         return steps_frame(self)
 
     def operators_df(self) -> pd.DataFrame:
         """The top operator types (mean over the ranks that run them): count and µs per step, share of compute."""
-        from advisor.api import operators_frame
+        from advisor.frames import operators_frame
 
         return operators_frame(self)
 

@@ -11,13 +11,14 @@ from conftest import FIXTURES, REAL
 from markupsafe import escape
 
 import advisor
-from advisor.api import ComparisonReport, html_fragment, scope_css
+from advisor.api import ComparisonReport
 from advisor.compare import compare as compare_module_function
 from advisor.errors import InputError
 from advisor.facts import FACT_FAMILIES
 from advisor.render import render_html, render_json, render_markdown
 from advisor.render.common import report_labels, verdict_sentence
 from advisor.render.comparison import render_comparison_json, render_comparison_markdown
+from advisor.render.fragment import html_fragment, scope_css
 from advisor.usercontext import UserContext, build_context, context_from_dicts, resolve_context
 
 GPU_TRACE = FIXTURES / "pytorch-tutorial-resnet50" / "num_workers_0"

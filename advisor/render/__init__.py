@@ -8,11 +8,14 @@ for every format.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from advisor.render.common import FULL, View, filtered_report
 from advisor.render.documents import render_html, render_markdown
 from advisor.render.terminal import render_terminal
-from advisor.report import Report
+
+if TYPE_CHECKING:
+    from advisor.report import Report
 
 __all__ = ["View", "render_html", "render_json", "render_markdown", "render_terminal"]
 

@@ -16,9 +16,12 @@ import io
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from advisor.render.common import strip_control
-from advisor.report import Report
+
+if TYPE_CHECKING:
+    from advisor.report import Report
 
 # The report's palette (reports/report.css); distinguishable with the common colour-vision deficiencies.
 COLOURS = {"compute": "#0969da", "communication": "#bc4c00", "free": "#8c959f", "mark": "#cf222e", "nominal": "#1f2328"}

@@ -12,12 +12,14 @@ import re
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 
-from advisor.report import Report
 from advisor.resources import data_dir
+
+if TYPE_CHECKING:
+    from advisor.report import Report
 
 # ANSI CSI and OSC sequences, C0/C1 controls but tab and newline, and the bidirectional overrides and
 # isolates that can make displayed text read differently from what it is ("Trojan Source").

@@ -9,17 +9,20 @@ adds the charts of ``render.charts.comparison_charts``.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from advisor.compare import Comparison, Row
 from advisor.render.common import TimeUnit, fmt_pct, fmt_us, labels, time_unit
 from advisor.render.documents import environment, figure, finding_context
 from advisor.render.terminal import clean, print_finding
 from advisor.resources import data_dir
+
+if TYPE_CHECKING:
+    from advisor.comparison import Comparison, Row
 
 
 def render_comparison_json(comparison: Comparison) -> str:

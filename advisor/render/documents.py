@@ -38,11 +38,11 @@ from advisor.render.common import (
     verdict_sentence,
     version_text,
 )
-from advisor.report import Report
 from advisor.resources import data_dir
 
 if TYPE_CHECKING:
     from advisor.render.charts import Chart
+    from advisor.report import Report
 
 _INLINE_CODE = re.compile(r"`([^`]+)`")
 

@@ -7,6 +7,8 @@ characters (ANSI escapes) are removed from them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -32,7 +34,9 @@ from advisor.render.common import (
     time_unit,
     verdict_sentence,
 )
-from advisor.report import Report
+
+if TYPE_CHECKING:
+    from advisor.report import Report
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
 
@@ -176,7 +180,7 @@ def _rank_table(report: Report, console: Console, words: dict[str, str], detail:
 
 def _short_gain(finding, words: dict[str, str]) -> str:
     if finding.estimated_gain_us is None:
-        return words["gain_unknown"]
+        return words["gain_capture_short" if finding.category == "profiling" else "gain_unknown"]
     share = f" ({fmt_pct(finding.estimated_gain_ratio)})" if finding.estimated_gain_ratio is not None else ""
     return f"{fmt_us(finding.estimated_gain_us)}{share}"
 

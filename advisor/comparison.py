@@ -1,0 +1,85 @@
+"""The comparison: what ``advisor compare`` returns, writes as JSON and the renderers read (``advisor/compare.py``
+builds it)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.report import Finding, ToolInfo
+from advisor.text import Lang
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Side(_Model):
+    """What one side of the comparison is."""
+
+    path: str
+    format: str
+    platform: str
+    ranks: list[int]
+    steps: list[int]
+    hardware: str | None
+    status: str
+    step_time_us: float | None = Field(description="Mean step time over ranks (profile breakdown), µs.")
+
+
+class Row(_Model):
+    """One measure on both sides, per step (mean over ranks)."""
+
+    name: str
+    detail: str | None = Field(None, description="For operators matched by class: the types on each side.")
+    base: float
+    target: float
+    diff: float
+    ratio: float | None
+
+
+class FindingChange(_Model):
+    id: str
+    key: str | None
+    title: str
+    change: Literal["resolved", "new", "persisting"]
+    base_gain_us: float | None
+    target_gain_us: float | None
+
+
+class GainCheck(_Model):
+    """Before/after: did the findings that no longer fire deliver what they estimated?"""
+
+    resolved: int
+    estimated_gain_us: float = Field(description="Sum of the estimated gains of the findings resolved on TARGET, µs per step.")
+    step_reduction_us: float = Field(description="BASE step time − TARGET step time, µs.")
+    delivered_ratio: float | None = Field(description="step_reduction_us / estimated_gain_us.")
+    grown_title: str | None = Field(None, description="The finding on both sides whose gain grew most, when it grew.")
+    grown_us: float | None = Field(None, description="How much that finding's gain grew from BASE to TARGET, µs per step.")
+
+
+class Comparison(_Model):
+    """The result of ``advisor compare``: the JSON output and what the renderers show."""
+
+    schema_version: str = "advisor-compare/1"
+    tool: ToolInfo
+    lang: Lang
+    base: Side
+    target: Side
+    headline: str
+    breakdown: list[Row]
+    operators: list[Row]
+    operators_matched_by: Literal["type", "class"]
+    collectives: list[Row]
+    memory: list[Row]
+    findings: list[Finding] = Field(description="The diagnosis of the difference: rules fired on the delta facts.")
+    changes: list[FindingChange]
+    gain_check: GainCheck | None
+    facts: list[dict]
+    operator_mix_distance: float | None = Field(
+        None, description="How differently the two sides spread their compute time over operator types (same platform) or "
+                          "classes (across vendors): half the sum over them of |share on BASE − share on TARGET|; 0 = the "
+                          "same mix, 1 = no operator in common. From WORKLOAD_DISTANCE (0.5) on, a warning says the two "
+                          "sides seem to run different workloads. None when either side has no operator times.")
+    warnings: list[str]
