@@ -46,7 +46,8 @@ def _reports(name: str, args: list[str], tmp_path: Path) -> dict[str, bytes]:
         (cwd / "prof").mkdir(parents=True)
         build_every_category(cwd / "prof")
         (cwd / "model.yaml").write_text(EVERY_CATEGORY_CONTEXT)
-        args = ["diagnose", "prof", "--context", "model.yaml", *(a for env in EVERY_CATEGORY_ENV for a in ("--env", env))]
+        args = ["diagnose", "prof", "--context", "model.yaml",
+                *(a for env in EVERY_CATEGORY_ENV for a in ("--env", env))]
     if args[0] == "diagnose":
         args = [*args, "--detail", "full"]
     if "--lang" not in args:
