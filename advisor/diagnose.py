@@ -12,7 +12,7 @@ from typing import Any
 from advisor.cluster import run as run_cluster
 from advisor.engine.session import Firing, RuleEngine
 from advisor.errors import InputError
-from advisor.facts import BreakdownFact, Fact, FactSet, OperatorFact, extract_facts
+from advisor.facts import BreakdownFact, ContextFact, Fact, FactSet, OperatorFact, extract_facts
 from advisor.ingest import Profile, load_profile
 from advisor.plan import plan_findings, summarize
 from advisor.report import (
@@ -160,7 +160,7 @@ def _status(facts: FactSet, skipped: bool) -> str:
 
 
 def _input_info(path: str, profile: Profile, facts: FactSet) -> InputInfo:
-    context = facts.facts[0]
+    (context,) = facts.of(ContextFact)
     steps = sorted({s.step for s in facts.facts if s.family == "step" and s.step is not None})
     return InputInfo(
         path=path,

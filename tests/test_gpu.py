@@ -111,7 +111,7 @@ def test_gpu_facts_measure_the_trace(tmp_path):
     assert gpu.device == "NVIDIA H100" and gpu.steps == 2  # HTA's scope: the last of the 3 steps is left out
     step = next(f for f in facts if f.family == "step" and f.rank == 0 and f.step == 2)
     assert step.compute_us == pytest.approx(9800.0) and step.comm_not_overlapped_us == pytest.approx(6000.0)
-    context = facts[0]
+    (context,) = [f for f in facts if f.family == "context"]
     assert context.platform == "gpu" and context.format == "pytorch-kineto" and context.hardware == "NVIDIA H100"
     per_rank = [f for f in facts if getattr(f, "rank", None) == 1 and f.family not in ("spread", "straggler")]
     assert {s.split("[")[0] for f in per_rank for s in f.sources} == {"rank1.pt.trace.json"}
