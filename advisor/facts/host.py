@@ -26,8 +26,8 @@ LONG_HOST_GAP_US = 1000.0
 
 @dataclass(frozen=True)
 class RuntimeNames:
-    """Which runtime calls are online compilation, synchronisation, kernel launch and device free, and which
-    device task types are compute."""
+    """Which runtime calls are online compilation, synchronisation, kernel launch, device free and memory copy,
+    and which device task types are compute and copy."""
 
     compile: re.Pattern[str]
     sync: re.Pattern[str]
@@ -36,6 +36,7 @@ class RuntimeNames:
     allocator: re.Pattern[str]
     compute_task: re.Pattern[str]
     copy_task: re.Pattern[str]
+    copy_call: re.Pattern[str]
 
 
 ASCEND_RUNTIME = RuntimeNames(
@@ -47,6 +48,7 @@ ASCEND_RUNTIME = RuntimeNames(
     compute_task=re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
                             r"KERNEL_MIX_AIV|KERNEL_AICPU)$"),
     copy_task=re.compile(r"^(PCIE_DMA_SQE|SDMA_SQE|MEMCPY_ASYNC)$"),
+    copy_call=re.compile(r"^AscendCL@aclrtMemcpy(Async)?(2d)?$"),
 )
 GPU_RUNTIME = RuntimeNames(
     compile=re.compile(r"^(nvrtc|hiprtc)Compile"),
@@ -57,6 +59,7 @@ GPU_RUNTIME = RuntimeNames(
     allocator=re.compile(r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed)?$"),
     compute_task=re.compile(r"^compute$"),
     copy_task=re.compile(r"^memory$"),
+    copy_call=re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(Async|Peer|PeerAsync|ToSymbol|FromSymbol)?(_v\d+)?$|^cuMemcpy"),
 )
 RUNTIME_NAMES = {"ascend": ASCEND_RUNTIME, "gpu": GPU_RUNTIME}
 

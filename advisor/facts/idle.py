@@ -7,7 +7,8 @@ split, in this order, into the parts of ``IdleFact``:
    garbage collection (the host events' own spans);
 2. ``sync``: from a synchronisation call's start until the device next starts work — after the host waited for
    the device, the device waits for the host to queue new work;
-3. ``copy``: a memory copy runs, but nothing else;
+3. ``copy``: a memory copy runs, but nothing else, or the host is inside a memory-copy call (a copy from pageable
+   host memory blocks the host until it is staged, so nothing new is launched meanwhile);
 4. ``dispatch``: what is left of a gap whose next task was launched only after the gap began (the host could not
    keep the device fed — launch-bound, HTA's "host wait"); ``host``: the rest (the next task was queued already,
    or the step ends without one).
@@ -22,6 +23,8 @@ from advisor.intervals import EMPTY, intersect, length, subtract, union
 
 HOST_PARTS = ("dataloader", "compile", "allocator", "gc")
 PARTS = (*HOST_PARTS, "sync", "copy", "dispatch", "host")
+OUTLIER_FACTOR = 1.2  # a step more than 20 % longer than the median step is an outlier
+MIN_STEPS_FOR_SPREAD = 3  # fewer steps have no median worth comparing with
 
 
 def spans(frame: pd.DataFrame) -> np.ndarray:
@@ -48,7 +51,7 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
     the synchronisations made by ``.item()`` reads (``item_syncs``, a subset of ``syncs``).
 
     ``busy``: the device's compute and communication; ``host``: the host spans of each of ``HOST_PARTS``;
-    ``syncs``: synchronisation calls; ``copies``: memory copies on the device; ``tasks``: device task starts
+    ``syncs``: synchronisation calls; ``copies``: memory copies on the device and the host's copy calls; ``tasks``: device task starts
     (``device_ts``) with the start of the call that launched them (``launch_ts``, NaN when unknown).
     """
     out = dict.fromkeys(PARTS, 0.0)
@@ -63,6 +66,31 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
         left = subtract(left, cause)
     out["dispatch"], out["host"] = _late_launches(left, tasks)
     return out
+
+
+def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of) -> dict[str, object]:
+    """The spread of the step windows (``step``, ``start``, ``end``): the median step, the steps longer than
+    OUTLIER_FACTOR × the median, what they add to the mean step, and the slowest step with its largest idle part
+    (``parts_of(idle)``: µs per part of PARTS for some of ``free``). Empty below MIN_STEPS_FOR_SPREAD steps."""
+    durations = (windows["end"] - windows["start"]).to_numpy(float)
+    if len(durations) < MIN_STEPS_FOR_SPREAD:
+        return {}
+    median = float(np.median(durations))
+    slow = durations > OUTLIER_FACTOR * median
+    worst = int(np.argmax(durations))
+    window = windows[["start", "end"]].to_numpy(float)[worst:worst + 1]
+    parts = {part: value for part, value in parts_of(intersect(free, window)).items() if part in PARTS}
+    part = max(parts, key=lambda name: parts[name])
+    steps = windows["step"].tolist()
+    return {
+        "step_median_us": median,
+        "slowest_step": None if steps[worst] is None else int(steps[worst]),
+        "slowest_step_us": float(durations[worst]),
+        "outlier_steps": ", ".join(str(step) for step, out in zip(steps, slow) if out) or None,
+        "outlier_excess_us": float((durations[slow] - median).sum() / len(durations)),
+        "slowest_idle_part": part if parts[part] > 0 else None,
+        "slowest_idle_part_us": float(parts[part]),
+    }
 
 
 def _late_launches(gaps: np.ndarray, tasks: pd.DataFrame) -> tuple[float, float]:

@@ -499,6 +499,14 @@ class IdleFact(Fact):
     largest_part: IdlePart | None = Field(None, description="The part with the most idle time (None without idle time).")
     largest_share_of_idle: Ratio = Field(description="That part's share of idle_us.")
     dataloader_share_of_idle: Ratio = Field(description="dataloader_us / idle_us: how much of the idle time data loading explains.")
+    step_median_us: Micros | None = Field(None, description="The median step window, µs (None below 3 steps).")
+    slowest_step: int | None = Field(None, description="The number of the slowest step (ProfilerStep#N).")
+    slowest_step_us: Micros | None = Field(None, description="Its window, µs.")
+    slowest_idle_part: IdlePart | None = Field(None, description="The part with the most idle time in the slowest step.")
+    slowest_idle_part_us: Micros | None = Field(None, description="That part's idle time in the slowest step, µs.")
+    outlier_steps: str | None = Field(None, description="The steps longer than 1.2 × the median step, e.g. '5, 9' (None when none is).")
+    outlier_excess_us: Micros | None = Field(None, description="What the outlier steps add to the mean step: the sum of their excess over the median / steps, µs.")
+    outlier_excess_share_of_step: Ratio | None = Field(None, description="outlier_excess_us / step_us.")
 
     def part_us(self, part: str) -> float:
         return float(getattr(self, f"{part}_us"))

@@ -37,7 +37,7 @@ from advisor.facts.host import (
     matching,
     sync_calls,
 )
-from advisor.facts.idle import attribute_idle, spans
+from advisor.facts.idle import attribute_idle, spans, step_outliers
 from advisor.facts.memory import (
     MAX_TIMES_LISTED,
     allocator_series,
@@ -573,7 +573,12 @@ def _idle_facts(show: Shown, rank: RankData, breakdown: BreakdownFact | None) ->
             "allocator": spans(apis.loc[matching(apis["name"], names.allocator)]),
             "gc": spans(trace.host.loc[trace.host["cat"] == "GC"])}
     program_syncs, item_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
-    parts = attribute_idle(free, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs))
+    copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
+
+    def parts_of(idle: np.ndarray) -> dict[str, float]:
+        return attribute_idle(idle, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs))
+
+    parts = parts_of(free)
     item_sync = parts.pop("item_sync")
     count = len(windows)
     step = breakdown.step_time_us if breakdown is not None else float((windows["end"] - windows["start"]).sum()) / count
@@ -581,12 +586,15 @@ def _idle_facts(show: Shown, rank: RankData, breakdown: BreakdownFact | None) ->
     per_step = {part: value / count for part, value in parts.items()}
     largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None
     share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)
+    spread = step_outliers(windows, free, parts_of)
+    if spread:
+        spread["outlier_excess_share_of_step"] = share(spread["outlier_excess_us"], step)
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
         idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
         **{f"{part}_share_of_step": share(value, step) for part, value in per_step.items()},
         largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
-        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=item_sync / count,
+        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=item_sync / count, **spread,
     )]
 
 
