@@ -139,11 +139,16 @@ def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
         scale = float(base_ops["us"].sum()) or None
     kernel_sources = [f"base: {base.profile.shown(r.file('kernel_details.csv'))}" for r in base.profile.ranks[:2]] + \
                      [f"target: {target.profile.shown(r.file('kernel_details.csv'))}" for r in target.profile.ranks[:2]]
+    classes = matched_operators(base_ops, target_ops, "class").set_index("key")["diff"]
     for position, row in enumerate(matched_operators(base_ops, target_ops, by).to_dict("records"), 1):
+        kind = str(row["key"]) if by == "class" else operator_class(str(row["key"]))
+        class_diff = float(classes.get(kind, row["diff"]))
         facts.append(OperatorDeltaFact(
             id=f"operator_delta:{position}", sources=kernel_sources, key=str(row["key"]), matched_by=by,
             base_types=row["types_base"], target_types=row["types_target"], base_count=float(row["count_base"]),
-            target_count=float(row["count_target"]), position=position, **_delta(row["us_base"], row["us_target"], scale)))
+            target_count=float(row["count_target"]), position=position, operator_class=kind, class_diff_us=class_diff,
+            class_share_of_base_step=class_diff / scale if scale else 0.0,
+            **_delta(row["us_base"], row["us_target"], scale)))
     base_comm = collective_times(base.profile, base.facts.facts)
     target_comm = collective_times(target.profile, target.facts.facts)
     for name in sorted(set(base_comm.index) | set(target_comm.index)):

@@ -25,7 +25,8 @@ TUTORIAL = Path(__file__).parent / "fixtures" / "pytorch-tutorial-resnet50"
 def _delta(key: str, base: float, target: float) -> OperatorDeltaFact:
     return OperatorDeltaFact(id=f"operator_delta:{key}", sources=[], key=key, matched_by="type", base_types=key,
                              target_types=key, base_count=1.0, target_count=1.0, position=1, base_us=base,
-                             target_us=target, diff_us=target - base, ratio=None, share_of_base_step=0.0)
+                             target_us=target, diff_us=target - base, ratio=None, share_of_base_step=0.0,
+                             operator_class=key.lower(), class_diff_us=target - base, class_share_of_base_step=0.0)
 
 
 def test_the_distance_is_the_share_of_compute_time_that_moved():

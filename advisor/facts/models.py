@@ -698,6 +698,10 @@ class OperatorDeltaFact(_Delta):
     base_count: Micros = Field(description="Launches per step on BASE.")
     target_count: Micros = Field(description="Launches per step on TARGET.")
     position: int = Field(ge=1, description="1 for the largest regression (diff_us), 2 for the next, …")
+    operator_class: str = Field(description="The key's vendor-neutral class, e.g. convolution, matmul (the key itself when matched by class).")
+    class_diff_us: float = Field(description="target − base of the whole class per step, µs: near zero when a library only "
+                                             "swapped kernels of one class for others (cuDNN picking another algorithm).")
+    class_share_of_base_step: float = Field(description="class_diff_us / BASE's step time.")
 
 
 class CollectiveDeltaFact(_Delta):
