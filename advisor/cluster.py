@@ -34,7 +34,7 @@ import pandas as pd
 from advisor.errors import InputError
 from advisor.facts.cluster import collective_stragglers
 from advisor.facts.rank import RankFacts, rank_facts
-from advisor.facts.reduce import FactSet, group_waits, reduce_facts
+from advisor.facts.reduce import FactSet, group_waits, reduce_facts, stacked, step_counts
 from advisor.ingest import number_traces
 from advisor.ingest.ascend import Reader
 from advisor.ingest.discover import KINETO_FORMAT, Layout, RankDir, discover
@@ -213,7 +213,8 @@ def choose_deep(ranks: Sequence[RankFacts]) -> dict[int, list[str]] | None:
             continue
         add(ordered.iloc[-1]["rank"], high)
         add(ordered.iloc[0]["rank"], low)
-    waits = group_waits({r.meta.rank: r.ops for r in ranks if r.ops is not None}, "collective")
+    ops = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
+    waits = group_waits(stacked(ops), step_counts(ops), "collective")
     if not waits.empty:
         names = {h: g.name for r in ranks for h, g in groups_by_hash(r.meta.metadata).items()}
         stragglers = collective_stragglers(waits).sort_values(["lost_us", "group"], ascending=[False, True], kind="stable")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 # Ops moving less than this over a transport are "small" (msprof-analyze's packet check: SDMA 16 MB, RDMA 1 MB).
@@ -12,16 +13,19 @@ SMALL_OP_MB_DEFAULT = 16.0
 _LINK_SPLIT = ("HCCS", "PCIE", "SIO")
 
 
-def communication_summary(ops: pd.DataFrame, step_count: int) -> pd.DataFrame:
-    """Per kind (collective, p2p): op count and CANN times per step in µs, and their shares of elapse."""
-    per_step = max(step_count, 1)
+def communication_summary(ops: pd.DataFrame, steps: pd.Series) -> pd.DataFrame:
+    """Per rank and kind (collective, p2p): op count and CANN times per step in µs, and their shares of elapse.
+
+    ``ops`` holds the ops of every rank (column ``rank``), ``steps`` each rank's step count: one grouping serves every
+    rank, with per group the same compensated sums as for that rank alone."""
     columns = ["elapse_ms", "transit_ms", "wait_ms", "synchronization_ms", "idle_ms"]
     frame = ops[columns].assign(transit_from_bandwidth=ops["transit_from_bandwidth"].astype(bool)
                                 if "transit_from_bandwidth" in ops else False)
-    grouped = frame.groupby(ops["kind"], sort=True)
+    grouped = frame.groupby([ops["rank"], ops["kind"]], sort=True)
     summary = grouped.sum()  # one pass over every column (the same compensated sums as one aggregation each)
     summary.insert(0, "ops", grouped.size())
-    summary = summary.rename_axis("kind").reset_index()
+    summary = summary.reset_index()
+    per_step = _per_step(summary["rank"], steps)
     summary["transit_from_bandwidth_per_step"] = summary["transit_from_bandwidth"].astype(float) / per_step
     summary["ops_per_step"] = summary["ops"] / per_step
     for name in ("elapse", "transit", "wait", "synchronization", "idle"):
@@ -34,22 +38,30 @@ def communication_summary(ops: pd.DataFrame, step_count: int) -> pd.DataFrame:
     return summary
 
 
-def transport_summary(traffic: pd.DataFrame, step_count: int) -> pd.DataFrame:
-    """Per transport: MB and µs per step, bandwidth, and the share of ops that move little data.
+def _per_step(ranks: pd.Series, steps: pd.Series) -> np.ndarray:
+    """Each row's step count (that of its rank in ``steps``), at least 1."""
+    return np.maximum(ranks.map(steps).to_numpy("int64"), 1)
 
-    SDMA is the sum of HCCS, PCIE and SIO, so it is dropped when the split is present.
+
+def transport_summary(traffic: pd.DataFrame, steps: pd.Series) -> pd.DataFrame:
+    """Per rank and transport: MB and µs per step, bandwidth, and the share of ops that move little data.
+
+    ``traffic`` holds the traffic of every rank (column ``rank``), ``steps`` each rank's step count. SDMA is the sum
+    of HCCS, PCIE and SIO, so it is dropped for a rank whose traffic has the split.
     """
-    per_step = max(step_count, 1)
     rows = traffic.loc[traffic["size_mb"] > 0]
-    if rows["transport"].isin(_LINK_SPLIT).any():
-        rows = rows.loc[rows["transport"] != "SDMA"]
+    split = rows["transport"].isin(_LINK_SPLIT)
+    if split.any():
+        rows = rows.loc[~(split.groupby(rows["rank"]).transform("any") & (rows["transport"] == "SDMA"))]
     threshold = rows["transport"].map(SMALL_OP_MB).fillna(SMALL_OP_MB_DEFAULT)
     grouped = pd.DataFrame({"size_mb": rows["size_mb"], "time_ms": rows["time_ms"],
-                            "small": (rows["size_mb"] < threshold).astype(float)}).groupby(rows["transport"], sort=True)
+                            "small": (rows["size_mb"] < threshold).astype(float)}
+                           ).groupby([rows["rank"], rows["transport"]], sort=True)
     summary = grouped.sum()
     summary["small"] = summary["small"] / grouped.size()  # the share of small ops: a count over a count
     summary.insert(0, "ops", grouped.size())
-    summary = summary.rename_axis("transport").reset_index()
+    summary = summary.reset_index()
+    per_step = _per_step(summary["rank"], steps)
     summary["size_mb_per_step"] = summary["size_mb"] / per_step
     summary["time_us_per_step"] = summary["time_ms"] * 1000 / per_step
     summary["bandwidth_gbps"] = (summary["size_mb"] / summary["time_ms"].where(summary["time_ms"] > 0)).fillna(0.0)
@@ -58,29 +70,33 @@ def transport_summary(traffic: pd.DataFrame, step_count: int) -> pd.DataFrame:
     return summary
 
 
-def link_summary(matrix: pd.DataFrame, ranks: dict[str, tuple[str, tuple[int, ...]]]) -> pd.DataFrame:
-    """Per (group, src → dst, transport): MB and µs per step and bandwidth, ranks made global where ``ranks`` knows the group.
+def link_summary(matrix: pd.DataFrame, groups: dict[int, dict[str, tuple[str, tuple[int, ...]]]]) -> pd.DataFrame:
+    """Per rank, group, src → dst and transport: MB and µs per step and bandwidth, ranks made global where the
+    rank's groups know the group.
 
-    ``ranks`` maps a group hash to (its name, its sorted global ranks). LOCAL (on-chip) copies are dropped.
+    ``matrix`` holds the communication_matrix rows of every rank (column ``rank``); ``groups`` maps a rank to its
+    groups: hash → (name, sorted global ranks). LOCAL (on-chip) copies are dropped.
     """
     rows = matrix.loc[(matrix["transport"] != "LOCAL") & (matrix["src"] != matrix["dst"])]
-    per_step = max(int(matrix["step"].nunique(dropna=False)), 1)
-    summary = rows.groupby(["group", "src", "dst", "transport"], sort=True).agg(
+    steps = matrix.groupby("rank", sort=False)["step"].nunique(dropna=False)
+    summary = rows.groupby(["rank", "group", "src", "dst", "transport"], sort=True).agg(
         size_mb=("size_mb", "sum"), time_ms=("time_ms", "sum")).reset_index()
     if summary.empty:
         return summary
+    per_step = _per_step(summary["rank"], steps)
+    keys = list(zip(summary["rank"], summary["group"]))
 
-    def global_rank(group: str, local: int) -> int | None:
-        known = ranks.get(group)
+    def global_rank(rank: int, group: str, local: int) -> int | None:
+        known = groups.get(rank, {}).get(group)
         return known[1][local] if known is not None and 0 <= local < len(known[1]) else None
 
-    src = [global_rank(g, s) for g, s in zip(summary["group"], summary["src"])]
-    dst = [global_rank(g, d) for g, d in zip(summary["group"], summary["dst"])]
+    src = [global_rank(r, g, s) for (r, g), s in zip(keys, summary["src"])]
+    dst = [global_rank(r, g, d) for (r, g), d in zip(keys, summary["dst"])]
     mapped = [s is not None and d is not None for s, d in zip(src, dst)]
     summary["ranks_are_global"] = mapped
     summary["src_rank"] = [s if m else int(local) for s, m, local in zip(src, mapped, summary["src"])]
     summary["dst_rank"] = [d if m else int(local) for d, m, local in zip(dst, mapped, summary["dst"])]
-    summary["group_name"] = [ranks[g][0] if g in ranks else g for g in summary["group"]]
+    summary["group_name"] = [groups.get(r, {}).get(g, (g,))[0] for r, g in keys]
     summary["size_mb_per_step"] = summary["size_mb"] / per_step
     summary["time_us_per_step"] = summary["time_ms"] * 1000 / per_step
     summary["bandwidth_gbps"] = (summary["size_mb"] / summary["time_ms"].where(summary["time_ms"] > 0)).fillna(0.0)

@@ -2,10 +2,10 @@
 
 ``rank_facts`` turns a RankData into a RankFacts: the rank's final facts (steps, breakdown, operators, kernel
 sequences, memory, host, idle) plus the small tables the cross-rank step (``facts.reduce``) needs — the
-communication ops, the transport summary, the link summary and the communicators seen in the matrix, the
-MatMul→collective pairs that become MC2 candidates once every rank's groups are known, a GPU rank's NCCL kernels —
-and a RankMeta, the rank's identity and metadata without its tables. It is what one task returns (in a forked
-worker or a Dask worker), so it must pickle and stay small.
+communication ops and their traffic, the matrix's links and the communicators they show (the reduce summarises every
+rank's in one pass), the MatMul→collective pairs that become MC2 candidates once every rank's groups are known, a GPU
+rank's NCCL kernels — and a RankMeta, the rank's identity and metadata without its tables. It is what one task
+returns (in a forked worker or a Dask worker), so it must pickle and stay small.
 """
 
 from __future__ import annotations
@@ -18,14 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.facts.communication import (
-    communication_summary,
-    link_summary,
-    matrix_members,
-    op_traffic,
-    transit_from_bandwidth,
-    transport_summary,
-)
+from advisor.facts.communication import matrix_members, op_traffic, transit_from_bandwidth
 from advisor.facts.context import core_counts_of, device_entry, hardware_from_header
 from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.host import (
@@ -87,7 +80,6 @@ from advisor.facts.steps import (
 )
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.ingest.gpu import nccl_collectives
-from advisor.ingest.groups import groups_by_hash
 from advisor.ingest.kinetosteps import launch_times, step_windows
 from advisor.ingest.model import RankData
 from advisor.intervals import intersect, length, merged, subtract, union
@@ -182,9 +174,8 @@ class RankFacts:
     needs_cores: bool = False  # its operator facts' Block Dim remainders wait for another rank's core counts
     mc2: Mc2Pairs | None = None
     ops: pd.DataFrame | None = None  # communication ops, transit checked against Bandwidth Info
-    transport: pd.DataFrame | None = None  # transport_summary of its traffic
-    summary: pd.DataFrame | None = None  # communication_summary of its ops (per kind)
-    links: pd.DataFrame | None = None  # link_summary of its communication_matrix.json, with rank and source
+    traffic: pd.DataFrame | None = None  # per op and transport: Bandwidth Info
+    matrix: pd.DataFrame | None = None  # communication_matrix.json's links
     matrix_groups: dict[str, tuple[frozenset[int], int | None]] = field(default_factory=dict)
     nccl: pd.DataFrame | None = None  # a GPU rank's NCCL kernels (matched across ranks by the reduce)
     recorded_rank: int | None = None  # a GPU trace's own rank (distributedInfo), before any renumbering
@@ -217,18 +208,11 @@ def rank_facts(rank: RankData, show: Shown, user: UserContext | None, *, deep: b
         out.recorded_rank = rank.kineto.rank if rank.kineto is not None else None
         out.truncation = rank.kineto.truncation if rank.kineto is not None else None
     elif rank.communication is not None:
-        traffic = rank.communication.traffic
-        out.ops = transit_from_bandwidth(rank.communication.ops, traffic)
-        step_count = max(int(out.ops["step"].nunique(dropna=False)), 1)
-        out.transport = transport_summary(traffic, step_count)
-        out.summary = communication_summary(out.ops, step_count)
+        out.traffic = rank.communication.traffic
+        out.ops = transit_from_bandwidth(rank.communication.ops, out.traffic)
     if rank.matrix is not None and not rank.matrix.empty:
         out.matrix_groups = matrix_members(rank.matrix)
-        groups = {h: (g.name, g.global_ranks) for h, g in groups_by_hash(rank.metadata).items()}
-        summary = link_summary(rank.matrix, groups)
-        if not summary.empty:
-            out.links = summary.assign(rank=rank.rank, source=f"{show(rank.file('communication_matrix.json'))}"
-                                       "[Transport Type,Transit Size(MB),Transit Time(ms)]")
+        out.matrix = rank.matrix
     return out
 
 
@@ -257,7 +241,7 @@ def _step_facts(show: Shown, rank: RankData, warnings: list[str]) -> list[StepFa
     rows, problems = clean_step_rows(table)
     warnings.extend(f"{shown}: {p}" for p in problems)
     facts = []
-    for position, row in enumerate(step_breakdown(rows).to_dict("records")):
+    for position, row in enumerate(step_breakdown(rows)):
         step = _int_or_none(row.get("step"))
         facts.append(
             StepFact(
@@ -307,7 +291,7 @@ def _agree(step_trace: pd.DataFrame, lanes: pd.DataFrame) -> bool:
 def _rank_breakdown(rank: int, steps: list[StepFact]) -> BreakdownFact | None:
     if not steps:
         return None
-    mean = mean_step(pd.DataFrame([s.model_dump() for s in steps]))
+    mean = mean_step(steps)
     return BreakdownFact(
         id=f"breakdown:r{rank}",
         sources=sorted({src for s in steps for src in s.sources}),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from advisor.facts.cluster import (
@@ -27,10 +28,12 @@ from advisor.facts.cluster import (
 from advisor.facts.communication import (
     Membership,
     communication_summary,
+    link_summary,
     median_ratios,
     memberships_of,
     outside_waits_of_members,
     rank_ranges,
+    transport_summary,
 )
 from advisor.facts.context import context_fact, core_counts_of, device_entry
 from advisor.facts.hardware import nominal_bandwidth
@@ -73,19 +76,27 @@ class FactSet:
 
 
 class _Cluster:
-    """The ranks' small tables, indexed once for the cross-rank facts."""
+    """The ranks' small tables, indexed once for the cross-rank facts: every rank's ops, traffic and links are
+    summarised in one pass over all ranks (``every``, their ops with a ``rank`` column)."""
 
     def __init__(self, profile: Profile, ranks: list[RankFacts]) -> None:
         self.profile = profile
         self.ranks = ranks
         self.ops: dict[int, pd.DataFrame] = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
+        self.every = stacked(self.ops)
         self.known: dict[str, Group] = {h: g for r in ranks for h, g in groups_by_hash(r.meta.metadata).items()}
         self.members: dict[str, Membership] = memberships_of(
             {h: g.global_ranks for h, g in self.known.items()}, {r.meta.rank: r.matrix_groups for r in ranks if r.matrix_groups})
-        self.in_group: dict[str, set[int]] = {}  # group → the ranks with any op in it
-        for rank, ops in self.ops.items():
-            for name in ops["group"].unique():
-                self.in_group.setdefault(name, set()).add(rank)
+        self.steps = step_counts(self.ops)
+        every = self.every
+        self.in_group = _ranks_by_group(every)  # group → the ranks with any op in it
+        collective = every.loc[every["kind"] == "collective"]
+        self.collective_groups = {rank: set(groups) for rank, groups in  # rank → the groups of its collectives
+                                  collective.groupby("rank", sort=False)["group"].unique().items()}
+        self.timed = _ranks_by_group(collective.loc[collective["start_us"].notna()])
+        self.summaries = _by_rank(communication_summary(every, self.steps) if not every.empty else None)
+        traffic = stacked({r.meta.rank: r.traffic for r in ranks if r.traffic is not None})
+        self.transports = _by_rank(transport_summary(traffic, self.steps) if not traffic.empty else None)
         self._outside: dict[str, dict[int, float] | None] = {}
 
     def outside_ms(self, group: str) -> dict[int, float] | None:
@@ -93,9 +104,45 @@ class _Cluster:
         None when the group's size is unknown or every member is profiled (see communication.outside_waits)."""
         if group not in self._outside:
             size = self.members[group].size if group in self.members else None
-            members = {r: self.ops[r] for r in sorted(self.in_group.get(group, ()))}
-            self._outside[group] = outside_waits_of_members(group, members, size)
+            timed = self.timed.get(group, set())  # the members outside_waits_of_members compares
+            if size is None or not timed or size <= len(timed):
+                self._outside[group] = None
+            else:
+                members = {r: self.ops[r] for r in sorted(self.in_group.get(group, ()))}
+                self._outside[group] = outside_waits_of_members(group, members, size)
         return self._outside[group]
+
+
+def stacked(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """The tables of every rank one under the other, with a ``rank`` column (in the order given). Column by column
+    when the tables have the same columns (concatenating hundreds of small frames costs far more)."""
+    frames = list(tables.values())
+    columns = list(frames[0].columns) if frames else ["kind", "group", "op_name", "step", "start_us", "wait_ms"]
+    if any(list(frame.columns) != columns for frame in frames):
+        return pd.concat(frames, keys=list(tables), names=["rank", None]).reset_index(level=0).reset_index(drop=True)
+    data = {"rank": np.repeat(np.array(list(tables), dtype="int64"), [len(frame) for frame in frames])}
+    for column in columns:
+        data[column] = np.concatenate([frame[column].to_numpy() for frame in frames]) if frames else []
+    return pd.DataFrame(data)
+
+
+def step_counts(ops_by_rank: dict[int, pd.DataFrame]) -> pd.Series:
+    """Per rank: the steps its communication ops cover (at least 1)."""
+    return pd.Series({rank: max(int(ops["step"].nunique(dropna=False)), 1) for rank, ops in ops_by_rank.items()},
+                     dtype="int64")
+
+
+def _ranks_by_group(ops: pd.DataFrame) -> dict[str, set[int]]:
+    ranks = ops.groupby("group", sort=False, dropna=False)["rank"].unique()
+    return {group: set(members) for group, members in ranks.items()}
+
+
+def _by_rank(summary: pd.DataFrame | None) -> dict[int, list[dict]]:
+    """A summary's rows as records (without their rank), per rank."""
+    rows: dict[int, list[dict]] = {}
+    for row in summary.to_dict("records") if summary is not None else []:
+        rows.setdefault(row.pop("rank"), []).append(row)
+    return rows
 
 
 def reduce_facts(profile: Profile, ranks: list[RankFacts], user: UserContext | None = None) -> FactSet:
@@ -123,7 +170,7 @@ def reduce_facts(profile: Profile, ranks: list[RankFacts], user: UserContext | N
         step_numbers.update(rank.steps)
         if rank.breakdown is not None:
             rank_breakdowns.append(rank.breakdown)
-    out.facts.extend(_link_facts(ranks, hardware))
+    out.facts.extend(_link_facts(profile, ranks, hardware))
     if rank_breakdowns:
         out.facts.append(_profile_breakdown(rank_breakdowns))
     if len(rank_breakdowns) >= 2:
@@ -147,7 +194,7 @@ def _attach_nccl(ranks: list[RankFacts]) -> None:
         ops = matched.get(rank.meta.rank)
         if ops is not None:
             rank.ops = ops.assign(transit_from_bandwidth=False)
-            rank.transport = rank.summary = None
+            rank.traffic = None
 
 
 def _with_cores(facts: list[Fact], device: dict) -> list[Fact]:
@@ -163,7 +210,7 @@ def _with_cores(facts: list[Fact], device: dict) -> list[Fact]:
 
 
 def _profile_breakdown(ranks: list[BreakdownFact]) -> BreakdownFact:
-    mean = mean_step(pd.DataFrame([b.model_dump() for b in ranks]))
+    mean = mean_step(ranks)
     return BreakdownFact(
         id="breakdown:profile",
         sources=sorted({src for b in ranks for src in b.sources}),
@@ -208,24 +255,31 @@ def _pipeline_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list[
 
 def _p2p_receives(cluster: _Cluster) -> pd.DataFrame:
     """Per (rank, P2P group): wait per step in its receive ops, and the peer rank sharing that group."""
-    frame = group_waits(cluster.ops, "p2p", only=("hcom_receive", "hcom_batchsendrecv"))
+    frame = group_waits(cluster.every, cluster.steps, "p2p", only=("hcom_receive", "hcom_batchsendrecv"))
     members = frame.groupby("group")["rank"].agg(list)
     frame["peer"] = [next((r for r in members[g] if r != rank), None) if len(members[g]) == 2 else None
                      for rank, g in zip(frame["rank"], frame["group"])]
     return frame
 
 
-def group_waits(ops_by_rank: dict[int, pd.DataFrame], kind: str, only: tuple[str, ...] | None = None) -> pd.DataFrame:
+def group_waits(every: pd.DataFrame, steps: pd.Series, kind: str, only: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Per (rank, communicator group): µs per step waiting in its ``kind`` ops (only those whose names start with
-    ``only``), from each rank's communication ops (in rank order)."""
+    ``only``), from every rank's communication ops (``stacked``, ranks in their order there) and step counts
+    (``step_counts``); in one pass, each sum taken as pandas sums that rank's column alone."""
+    chosen = every.loc[(every["kind"] == kind) & every["group"].notna()]
+    position = pd.factorize(every["rank"])[0][chosen.index.to_numpy()]  # the ranks' order in ``every``
+    chosen = chosen.assign(position=position).sort_values(["position", "group"], kind="stable")
+    ranks, groups = chosen["rank"].to_numpy(), chosen["group"].astype(str).to_numpy()
+    waits = chosen["wait_ms"].to_numpy("float64", na_value=np.nan)
+    counted = (chosen["op_name"].str.lower().str.startswith(only).to_numpy(bool) if only and len(chosen)
+               else np.ones(len(chosen), bool))
+    changes = (ranks[1:] != ranks[:-1]) | (groups[1:] != groups[:-1])
+    starts = np.flatnonzero(np.r_[True, changes]) if len(chosen) else []
     rows = []
-    for rank, ops in ops_by_rank.items():
-        steps = max(int(ops["step"].nunique(dropna=False)), 1)
-        chosen = ops.loc[ops["kind"] == kind]
-        for group, group_ops in chosen.groupby("group", sort=True):
-            counted = group_ops["op_name"].str.lower().str.startswith(only) if only else slice(None)
-            rows.append({"rank": rank, "group": str(group),
-                         "wait_us": float(group_ops.loc[counted, "wait_ms"].sum()) * 1000 / steps})
+    for start, end in zip(starts, [*starts[1:], len(chosen)]):
+        kept = waits[start:end][counted[start:end]]
+        rows.append({"rank": ranks[start].item(), "group": groups[start],
+                     "wait_us": float(np.where(np.isnan(kept), 0.0, kept).sum()) * 1000 / int(steps[ranks[start]])})
     return pd.DataFrame(rows, columns=["rank", "group", "wait_us"])
 
 
@@ -272,21 +326,21 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
     wait for members of their groups that are not in the profile; per transport: traffic and bandwidth."""
     profile, meta, ops = cluster.profile, rank.meta, rank.ops
     assert ops is not None
-    step_count = max(int(ops["step"].nunique(dropna=False)), 1)
+    step_count = int(cluster.steps[meta.rank])
     facts: list[Fact] = []
     time_source = _source(profile.shown, meta, "communication.json", "Communication Time Info")
     members = cluster.members
-    mine = set(ops.loc[ops["kind"] == "collective", "group"])
-    outside_rows = []
+    mine = cluster.collective_groups.get(meta.rank, set())
+    outside = []  # (group, ms waiting for members outside the profile), in group order
     for group in sorted(mine):
         waits = cluster.outside_ms(group)
         if waits is not None and meta.rank in waits:
-            outside_rows.append({"group": group, "outside_ms": waits[meta.rank]})
-    outside = pd.DataFrame(outside_rows, columns=["group", "outside_ms"])
+            outside.append((group, waits[meta.rank]))
     profiled = {g: {meta.rank} | cluster.in_group.get(g, set()) for g in mine}
     known = [g for g in sorted(mine) if g in members]
-    if not outside.empty and outside["outside_ms"].max() > 0:
-        group = str(outside.sort_values(["outside_ms", "group"], ascending=[False, True]).iloc[0]["group"])
+    waited = np.array([ms for _, ms in outside], dtype="float64")
+    if outside and np.nanmax(waited) > 0:  # the group waited on most (NaN last), then the first by name
+        group = min((o for o in outside if o[1] == o[1]), key=lambda o: (-o[1], o[0]))[0]
     else:
         group = max(known, key=lambda g: (members[g].size, g), default=None)
     sources = [time_source]
@@ -294,10 +348,10 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
         sources.append(f"{profile.shown(meta.file('communication_matrix.json'))}[src-dst links]"
                        if members[group].global_ranks is None else
                        f"{profile.shown(meta.path / 'profiler_metadata.json')}[parallel_group_info]")
-    summary = rank.summary if rank.summary is not None else communication_summary(ops, step_count)
-    for row in summary.to_dict("records"):
+    outside_ms = float(np.where(np.isnan(waited), 0.0, waited).sum())  # as pandas sums a column
+    for row in cluster.summaries.get(meta.rank, []):
         collective = row["kind"] == "collective" and group is not None
-        outside_us = float(outside["outside_ms"].sum()) * 1000 / step_count if row["kind"] == "collective" else 0.0
+        outside_us = outside_ms * 1000 / step_count if row["kind"] == "collective" else 0.0
         facts.append(
             CommunicationFact(
                 id=f"communication:r{meta.rank}:{row['kind']}",
@@ -312,10 +366,10 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
                 outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
             )
         )
-    if rank.transport is None:
+    if rank.traffic is None:
         return facts
     bandwidth_source = _source(profile.shown, meta, "communication.json", "Communication Bandwidth Info")
-    for row in rank.transport.to_dict("records"):
+    for row in cluster.transports.get(meta.rank, []):
         nominal = nominal_bandwidth(hardware, row["transport"])
         facts.append(
             TransportFact(
@@ -338,7 +392,7 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
 def _straggler_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list[Fact]:
     """Per communicator seen on 2+ ranks: who the others wait for inside its collectives."""
     profile = cluster.profile
-    rows = group_waits(cluster.ops, "collective")
+    rows = group_waits(cluster.every, cluster.steps, "collective")
     sources = {_source(profile.shown, r.meta, "communication.json", "Communication Time Info: Wait Time(ms)")
                for r in cluster.ranks if r.ops is not None}
     known = cluster.known
@@ -363,12 +417,19 @@ def _straggler_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list
     return facts
 
 
-def _link_facts(ranks: list[RankFacts], hardware: str | None) -> list[Fact]:
+def _link_facts(profile: Profile, ranks: list[RankFacts], hardware: str | None) -> list[Fact]:
     """Per-link traffic of every rank's communication_matrix.json, with the slow links measured against the median."""
-    per_rank = [r.links for r in ranks if r.links is not None]
-    if not per_rank:
+    with_links = [r for r in ranks if r.matrix is not None]
+    if not with_links:
         return []
-    links = pd.concat(per_rank, ignore_index=True)
+    groups = {r.meta.rank: {h: (g.name, g.global_ranks) for h, g in groups_by_hash(r.meta.metadata).items()}
+              for r in with_links}
+    links = link_summary(stacked({r.meta.rank: r.matrix for r in with_links}), groups)
+    if links.empty:
+        return []
+    sources = {r.meta.rank: f"{profile.shown(r.meta.file('communication_matrix.json'))}"
+                            "[Transport Type,Transit Size(MB),Transit Time(ms)]" for r in with_links}
+    links["source"] = links["rank"].map(sources)
     links["median_ratio"] = median_ratios(links["bandwidth_gbps"], links["transport"])
     facts: list[Fact] = []
     for row in links.to_dict("records"):
@@ -473,4 +534,4 @@ def _float_or_none(value) -> float | None:
     return max(float(value), 0.0)
 
 
-__all__ = ["FactSet", "RankMeta", "group_waits", "reduce_facts"]
+__all__ = ["FactSet", "RankMeta", "group_waits", "reduce_facts", "stacked", "step_counts"]

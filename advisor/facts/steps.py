@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from advisor.facts.windows import window_of
@@ -17,60 +21,64 @@ TIME_COLUMNS = (
 )
 RATIO_COLUMNS = ("compute_ratio", "communication_ratio", "free_ratio")
 _REQUIRED = ("computing_us", "comm_not_overlapped_us", "free_us")
+# breakdown field ← step_trace column
+_BREAKDOWN_SOURCES = {"stage_us": "stage_us", "compute_us": "computing_us",
+                      "comm_not_overlapped_us": "comm_not_overlapped_us", "free_us": "free_us",
+                      "communication_us": "communication_us", "overlapped_us": "overlapped_us",
+                      "bubble_us": "bubble_us", "preparing_us": "preparing_us"}
 
 
 def clean_step_rows(step_trace: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Drop rows that cannot describe a step (missing or negative core times, empty span)."""
-    problems: list[str] = []
-    required = step_trace[list(_REQUIRED)]
-    unusable = required.isna().any(axis=1) | (required < 0).any(axis=1) | (required.sum(axis=1) <= 0)
-    if unusable.any():
-        problems.append(f"{int(unusable.sum())} step row(s) with missing, negative or zero times were ignored")
+    required = step_trace[list(_REQUIRED)].to_numpy("float64")
+    unusable = np.isnan(required).any(axis=1) | (required < 0).any(axis=1) | (required.sum(axis=1) <= 0)
+    if not unusable.any():
+        return step_trace, []
+    problems = [f"{int(unusable.sum())} step row(s) with missing, negative or zero times were ignored"]
     return step_trace.loc[~unusable], problems
 
 
-def step_breakdown(step_trace: pd.DataFrame) -> pd.DataFrame:
-    """One row per step: the profiler's times, the device span (step_time_us) and the three ratios.
+def step_breakdown(step_trace: pd.DataFrame) -> list[dict[str, Any]]:
+    """One record per step: the profiler's times, the device span (step_time_us) and the three ratios.
 
     ``step_time_us`` = Computing + Communication(Not Overlapped) + Free, which tile the device span of a
-    step exactly (Stage = that span minus Bubble).
+    step exactly (Stage = that span minus Bubble). Absent columns are None.
     """
-    frame = pd.DataFrame(
-        {
-            "step": pd.to_numeric(step_trace.get("step"), errors="coerce") if "step" in step_trace else None,
-            "stage_us": step_trace.get("stage_us"),
-            "compute_us": step_trace["computing_us"],
-            "comm_not_overlapped_us": step_trace["comm_not_overlapped_us"],
-            "free_us": step_trace["free_us"],
-            "communication_us": step_trace.get("communication_us"),
-            "overlapped_us": step_trace.get("overlapped_us"),
-            "bubble_us": step_trace.get("bubble_us"),
-            "preparing_us": step_trace.get("preparing_us"),
-        },
-        index=step_trace.index,
-    )
-    frame["step_time_us"] = frame["compute_us"] + frame["comm_not_overlapped_us"] + frame["free_us"]
-    return with_ratios(frame)
+    steps = pd.to_numeric(step_trace["step"], errors="coerce").tolist() if "step" in step_trace else None
+    columns: dict[str, Any] = {name: step_trace[source].to_numpy("float64") if source in step_trace else None
+                               for name, source in _BREAKDOWN_SOURCES.items()}
+    columns["step_time_us"] = columns["compute_us"] + columns["comm_not_overlapped_us"] + columns["free_us"]
+    columns.update(_ratios(columns))
+    records = []
+    for index in range(len(step_trace)):
+        record = {name: values[index] if values is not None else None for name, values in columns.items()}
+        record["step"] = steps[index] if steps is not None else None
+        records.append(record)
+    return records
 
 
-def with_ratios(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add compute/communication/free ratios of step_time_us and the dominant overhead."""
-    out = frame.copy()
-    span = out["step_time_us"]
-    out["compute_ratio"] = (out["compute_us"] / span).clip(0.0, 1.0)
-    out["communication_ratio"] = (out["comm_not_overlapped_us"] / span).clip(0.0, 1.0)
-    out["free_ratio"] = (out["free_us"] / span).clip(0.0, 1.0)
-    out["dominant_overhead"] = (out["comm_not_overlapped_us"] >= out["free_us"]).map(
-        {True: "communication", False: "free"}
-    )
-    return out
+def _ratios(times: dict[str, Any]) -> dict[str, Any]:
+    """Compute/communication/free ratios of step_time_us and the dominant overhead, of arrays or numbers."""
+    span = times["step_time_us"]
+    exposed, free = np.asarray(times["comm_not_overlapped_us"]), np.asarray(times["free_us"])
+    dominant = np.where(exposed >= free, "communication", "free")
+    return {"compute_ratio": np.clip(times["compute_us"] / span, 0.0, 1.0),
+            "communication_ratio": np.clip(times["comm_not_overlapped_us"] / span, 0.0, 1.0),
+            "free_ratio": np.clip(times["free_us"] / span, 0.0, 1.0),
+            "dominant_overhead": dominant.tolist()}
 
 
-def mean_step(steps: pd.DataFrame) -> pd.Series:
-    """The mean step of a set of step rows, with ratios recomputed from the mean times."""
-    columns = [c for c in (*TIME_COLUMNS, "step_time_us") if c in steps and steps[c].notna().any()]
-    mean = steps[columns].mean().to_frame().T
-    return with_ratios(mean).iloc[0]
+def mean_step(steps: Sequence[Any]) -> dict[str, Any]:
+    """The mean step of step facts (or of rank breakdowns), with ratios recomputed from the mean times; a time no
+    step has is left out."""
+    mean: dict[str, Any] = {}
+    for column in (*TIME_COLUMNS, "step_time_us"):
+        values = np.array([getattr(step, column) for step in steps], dtype="float64")  # None → NaN
+        known = ~np.isnan(values)
+        if known.any():
+            mean[column] = np.float64(np.where(known, values, 0.0).sum() / known.sum())
+    mean.update(_ratios(mean))
+    return mean
 
 
 _LANES = {

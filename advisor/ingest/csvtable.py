@@ -84,12 +84,13 @@ def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str])
         where = f" (line {shown}{', …' if len(bad_rows) > 5 else ''})" if shown else ""
         warnings.append(f"{len(bad_rows)} row(s) with the wrong number of fields were skipped{where}")
 
-    frame = pd.DataFrame(index=pd.RangeIndex(table.num_rows))
     by_name = {c.name: c for c in columns}
+    cells = {}
     for name, position in positions.items():
         values = _clean(table.column(table.schema.get_field_index(header[position])))
         column = by_name[name]
-        frame[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_str(values)
+        cells[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_str(values)
+    frame = pd.DataFrame(cells, index=pd.RangeIndex(table.num_rows))  # one construction, not one insert per column
     return CsvTable(path=path, frame=frame, header=[h.strip() for h in header])
 
 
@@ -167,26 +168,34 @@ def _as_str(values: pa.ChunkedArray) -> pd.Series:
     return values.to_pandas()
 
 
-def _as_float(values: pa.ChunkedArray, column: Column, warnings: list[str]) -> pd.Series:
+def _as_float(values: pa.ChunkedArray, column: Column, warnings: list[str]) -> np.ndarray:
     try:
-        parsed = pc.cast(values, pa.float64()).to_pandas()
+        parsed = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raw = values.to_pandas()
-        parsed = pd.to_numeric(raw, errors="coerce").astype("float64")
-        bad = int((parsed.isna() & raw.notna()).sum())
+        numbers = pd.to_numeric(raw, errors="coerce").astype("float64")
+        bad = int((numbers.isna() & raw.notna()).sum())
         warnings.append(f"{bad} non-numeric value(s) in column {column.headers[0]!r} were treated as missing")
-    return plausible_numbers(parsed, column.headers[0], warnings)
+        parsed = numbers.to_numpy()
+    unusable = _implausible(parsed, column.headers[0], warnings)
+    return np.where(unusable, np.nan, parsed) if unusable.any() else parsed
 
 
 def plausible_numbers(values: pd.Series, label: str, warnings: list[str]) -> pd.Series:
     """Infinite, negative and implausibly large values become missing, each kind counted in a warning."""
-    array = values.to_numpy(dtype="float64", na_value=np.nan)
-    for problem, unusable in (("infinite", np.isinf(array)), ("negative", array < 0),
-                              ("implausibly large (over 1e18)", np.isfinite(array) & (array > _MAX_PLAUSIBLE))):
-        if unusable.any():
-            warnings.append(f"{int(unusable.sum())} {problem} value(s) in column {label!r} were treated as missing")
-            values = values.mask(unusable)
-    return values
+    unusable = _implausible(values.to_numpy(dtype="float64", na_value=np.nan), label, warnings)
+    return values.mask(unusable) if unusable.any() else values
+
+
+def _implausible(array: np.ndarray, label: str, warnings: list[str]) -> np.ndarray:
+    """Where ``array`` is infinite, negative or over 1e18; each kind found is counted in a warning."""
+    unusable = np.zeros(len(array), dtype=bool)
+    for problem, found in (("infinite", np.isinf(array)), ("negative", array < 0),
+                           ("implausibly large (over 1e18)", np.isfinite(array) & (array > _MAX_PLAUSIBLE))):
+        if found.any():
+            warnings.append(f"{int(found.sum())} {problem} value(s) in column {label!r} were treated as missing")
+            unusable |= found
+    return unusable
 
 
 def _first_line(exc: Exception) -> str:

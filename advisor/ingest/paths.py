@@ -8,7 +8,8 @@ from pathlib import Path
 
 def display_path(path: Path, base: Path) -> str:
     """``path`` relative to ``base`` when it lies inside it, else as given (symbolic links are not followed)."""
-    for inside, outside in ((_absolute(path), _absolute(base)), (_resolved(path), _resolved(base))):
+    for where in (_absolute, _resolved):  # resolving (system calls) only when the plain absolute paths do not tell
+        inside, outside = where(path), where(base)
         if inside is not None and outside is not None and inside.is_relative_to(outside):
             return inside.relative_to(outside).as_posix() or "."
     return str(path)
