@@ -46,14 +46,9 @@ def render(report: Report | Comparison, format: str = "terminal", *, width: int 
     """
     from rich.console import Console
 
-    from advisor.render import render_html, render_json, render_markdown, render_terminal
+    from advisor.render import DOCUMENTS, render_terminal
     from advisor.render.common import View
-    from advisor.render.comparison import (
-        render_comparison_html,
-        render_comparison_json,
-        render_comparison_markdown,
-        render_comparison_terminal,
-    )
+    from advisor.render.comparison import COMPARISON_DOCUMENTS, render_comparison_terminal
 
     chosen = _ALIASES.get(str(format).lower(), str(format).lower())
     if chosen not in FORMATS:
@@ -74,9 +69,8 @@ def render(report: Report | Comparison, format: str = "terminal", *, width: int 
             render_terminal(report, console, explain, view)
         return buffer.getvalue()
     if comparison:
-        return {"markdown": render_comparison_markdown, "html": render_comparison_html,
-                "json": render_comparison_json}[chosen](report)
-    return {"markdown": render_markdown, "html": render_html, "json": render_json}[chosen](report, view)
+        return COMPARISON_DOCUMENTS[chosen](report)
+    return DOCUMENTS[chosen](report, view)
 
 
 class ComparisonReport(Comparison):

@@ -1,5 +1,5 @@
 """Outputs never lose data: reports are written whole or not at all, never over an input, and the rule catalogue
-and scaffold never remove or write through what they did not create (advisor/cli.py, ruledocs.py, scaffold.py)."""
+and scaffold never remove or write through what they did not create (advisor/cli/output.py, ruledocs.py, scaffold.py)."""
 
 from __future__ import annotations
 

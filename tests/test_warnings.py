@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor import cli
+from advisor.cli.output import note_coverage
 from advisor.ingest.model import Coverage
 from advisor.text import collapse_repeats
 
@@ -31,7 +31,7 @@ def test_coverage_warnings_are_printed_once_each_with_a_count(capsys):
     coverage.skip("rank0/kernel_details.csv", "is empty")
     coverage.skip("rank0/kernel_details.csv", "is empty")
     coverage.warnings.append("another warning")
-    cli._note_coverage(coverage)
+    note_coverage(coverage)
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "advisor: warning: skipped rank0/kernel_details.csv: is empty (2 times)",

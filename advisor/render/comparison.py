@@ -9,6 +9,7 @@ adds the charts of ``render.charts.comparison_charts``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from markupsafe import Markup
@@ -42,6 +43,11 @@ def render_comparison_html(comparison: Comparison) -> str:
     charts = comparison_charts(comparison, context["L"])
     return environment("html").get_template("compare.html.j2").render(
         css=Markup(css), chart=lambda key: figure(charts.get(key)), **context)
+
+
+# The document formats by name, as advisor.render.DOCUMENTS for a Report.
+COMPARISON_DOCUMENTS: dict[str, Callable[[Comparison], str]] = {
+    "markdown": render_comparison_markdown, "html": render_comparison_html, "json": render_comparison_json}
 
 
 def rows_unit(rows: list[Row]) -> TimeUnit:

@@ -1,0 +1,210 @@
+"""``advisor diagnose``, ``facts`` and ``explain``: the commands that read one profile."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from advisor import errors
+from advisor.cli.options import (
+    ContextOption,
+    DebugOption,
+    DeepOption,
+    DetailOption,
+    EnvFileOption,
+    EnvOption,
+    FailOnOption,
+    FormatOption,
+    JobsOption,
+    LangOption,
+    MaxFileSizeOption,
+    MaxFindingsOption,
+    MinSeverityOption,
+    OutputOption,
+    RuleIdArgument,
+    RulesOption,
+    SchedulerOption,
+    language,
+    report_view,
+    user_context,
+)
+from advisor.cli.output import (
+    exit_code,
+    files_read,
+    guard,
+    note,
+    note_coverage,
+    output_targets,
+    refuse_overwriting,
+    with_progress,
+    write_report,
+)
+from advisor.cli.packs import find_rule, load_book, without_failing_packs
+
+if TYPE_CHECKING:
+    from advisor.usercontext import UserContext
+
+
+def diagnose_command(
+    path: Annotated[
+        Path, typer.Argument(metavar="PATH", help="A *_ascend_pt directory, a directory of them (cluster), "
+                             "ASCEND_PROFILER_OUTPUT, or PyTorch traces (*.pt.trace.json[.gz], a file or a directory).")
+    ],
+    output_format: FormatOption = None,
+    output: OutputOption = None,
+    detail: DetailOption = None,
+    max_findings: MaxFindingsOption = None,
+    min_severity: MinSeverityOption = None,
+    lang: LangOption = None,
+    fail_on: FailOnOption = None,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    rules: RulesOption = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="In the terminal report, show every finding with its conditions and fact values.")
+    ] = False,
+    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    scheduler: SchedulerOption = None,
+    deep: DeepOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Diagnose a profile and print or write the action plan.
+
+    The terminal and Markdown reports are brief unless --detail full: the verdict, the top actions with their
+    gains (measured or assumed), the per-rank table and how to get the rest. The HTML report has everything,
+    with charts.
+
+    \b
+    Examples:
+      advisor diagnose ./prof
+      advisor diagnose ./prof --detail full --explain
+      advisor diagnose ./prof -o report.html -o report.md -o report.json
+      advisor diagnose ./prof -f json --fail-on high --max-findings 10
+      advisor diagnose ./traces --lang zh --env TASK_QUEUE_ENABLE=1 --context model.yaml
+      advisor diagnose /shared/cluster-prof --scheduler tcp://scheduler:8786 --deep all
+    """
+    with guard(debug):
+        from advisor.diagnose import diagnose
+        from advisor.render import DOCUMENTS, render_terminal
+
+        targets = output_targets(output_format, output)
+        refuse_overwriting(output, [path, *(env_file or []), *([context] if context else []), *(rules or [])])
+        view = report_view(detail, max_findings, min_severity, explain)
+        user = user_context(env, env_file, context)
+        book = load_book(rules, skip_broken=True)
+        report = with_progress(f"Diagnosing {path}", lambda: without_failing_packs(
+            book, lambda rules: diagnose(path, lang=language(lang), context=user, rulebook=rules, scheduler=scheduler,
+                                         deep=deep.value if deep else None)))
+        refuse_overwriting(output, files_read(path, report.coverage))
+        for fmt, target in targets:
+            write_report(fmt, target, lambda console: render_terminal(report, console, explain, view),
+                         lambda name: DOCUMENTS[name](report, view))
+        note_coverage(report.coverage)
+        if report.status == "empty":
+            note("nothing could be diagnosed: no step or operator data was readable", level="error")
+        raise typer.Exit(exit_code([report.status], report.findings, fail_on))
+
+
+def facts_command(
+    path: Annotated[Optional[Path], typer.Argument(metavar="[PATH]", help="A profile to extract the facts of.")] = None,
+    list_families: Annotated[bool, typer.Option("--list", help="Document every fact family and field.")] = False,
+    family: Annotated[Optional[str], typer.Option("--family", metavar="FAMILY", help="Only this fact family (see --list).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    scheduler: SchedulerOption = None,
+    deep: DeepOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Print the facts extracted from a profile, or (--list) the catalogue rule conditions are written against.
+
+    \b
+    Examples:
+      advisor facts ./prof --family communication
+      advisor facts ./prof --json > facts.json
+      advisor facts --list --family idle
+    """
+    with guard(debug):
+        from advisor.facts import FACT_FAMILIES
+
+        if family is not None and family not in FACT_FAMILIES:
+            raise errors.InputError(f"unknown fact family {family!r}; known: {', '.join(FACT_FAMILIES)}")
+        if list_families:
+            _print_catalogue(family)
+        elif path is None:
+            raise errors.InputError("give a profile PATH, or --list for the catalogue")
+        else:
+            _print_facts(path, family, as_json, user_context(env, env_file, context), scheduler,
+                         deep.value if deep else None)
+
+
+def _print_catalogue(family: str | None) -> None:
+    from advisor.facts import FACT_FAMILIES
+    from advisor.facts.catalogue import field_rows
+
+    for name, model in FACT_FAMILIES.items():
+        if family not in (None, name):
+            continue
+        kind = "derived by rules" if model.derived else "measured"
+        typer.echo(f"{name} ({kind}): {' '.join((model.__doc__ or '').split())}")
+        typer.echo(f"  source: {model.source}")
+        for field_name, field_type, unit, meaning in field_rows(model):
+            typer.echo(f"  {field_name:<26} {field_type:<7} {unit:<6} {meaning}")
+        typer.echo("")
+
+
+def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext, scheduler: str | None,
+                 deep: str | None) -> None:
+    import json
+
+    from advisor.diagnose import diagnose
+
+    report = with_progress(f"Reading {path}", lambda: diagnose(path, lang="en", context=user, scheduler=scheduler,
+                                                                deep=deep))
+    facts = [f for f in report.facts if family in (None, f["type"])]
+    if as_json:
+        sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+        return
+    for fact in facts:
+        typer.echo(f"{fact['type']} {fact['id']}")
+        for key, value in fact.items():
+            if key not in ("type", "id", "sources") and value not in (None, []):
+                typer.echo(f"    {key}: {json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value}")
+        typer.echo(f"    sources: {'; '.join(fact['sources'])}")
+    note_coverage(report.coverage)
+
+
+def explain_command(
+    rule_id: RuleIdArgument,
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="The profile to explain the rule on.")],
+    rules: RulesOption = None,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
+    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    debug: DebugOption = False,
+) -> None:
+    """Show why a rule fired on a profile (each condition with its fact values), or why it did not.
+
+    \b
+    Example:
+      advisor explain host.device_idle ./prof
+    """
+    with guard(debug):
+        from advisor.diagnose import analyse
+        from advisor.explain import explain_lines
+
+        book = load_book(rules)
+        rule = find_rule(book, rule_id)
+        analysis = analyse(path, book, user_context(env, env_file, context))
+        for line in explain_lines(rule, analysis.firings, analysis.all_facts, analysis.profile.platform):
+            typer.echo(line)

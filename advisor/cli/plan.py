@@ -1,0 +1,140 @@
+"""``advisor plan``: concrete settings computed from shapes, sizes and measured times (advisor/planners/)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from advisor import errors
+from advisor.cli.options import command
+from advisor.cli.output import guard
+
+plan_app = typer.Typer(help="""Planners: concrete settings computed from shapes, sizes and measured times.
+
+\b
+Examples:
+  advisor plan mc2 --m 4096 --k 3072 --n 8192 --matmul-us 803 --comm-us 1071
+  advisor plan hccl-buffsize --micro-batch 4 --seq-len 8192 --hidden 8192
+  advisor plan parallel --params-b 70 --memory-gb 64 --nodes 4
+""", no_args_is_help=True)
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
+
+
+@command(plan_app, "mc2")
+def plan_mc2_command(
+    m: Annotated[int, typer.Option("--m", metavar="ROWS", help="Rows of the left matrix [M, K].")],
+    k: Annotated[int, typer.Option("--k", metavar="K", help="The shared axis K.")],
+    n: Annotated[int, typer.Option("--n", metavar="COLS", help="Columns of the right matrix [K, N].")],
+    matmul_us: Annotated[float, typer.Option("--matmul-us", metavar="US", help="Measured un-fused MatMul time, µs.")],
+    comm_us: Annotated[Optional[float], typer.Option("--comm-us", metavar="US", help="Measured un-fused AllReduce time, µs.")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp16, bf16, fp32 or int8.")] = "fp16",
+    ranks: Annotated[int, typer.Option("--ranks", metavar="N", help="Ranks in the communication group.")] = 8,
+    factor: Annotated[float, typer.Option("--factor", metavar="X", help="Contention factor on the short block's times.")] = 1.15,
+    short: Annotated[Optional[int], typer.Option("--short", metavar="ROWS", help="Override the short block length.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Tile a MatmulAllReduce along M so MatMul and AllReduce overlap (the tiling procedure of Ascend's MC²
+    best-practice guide).
+
+    \b
+    Example:
+      advisor plan mc2 --m 4096 --k 3072 --n 8192 --matmul-us 803 --comm-us 1071
+    """
+    with guard(False):
+        from advisor.planners.mc2 import plan_mc2
+
+        plan = _planned(lambda: plan_mc2(m, k, n, dtype=dtype, ranks=ranks, matmul_us=matmul_us, comm_us=comm_us,
+                                         factor=factor, short=short))
+        if as_json:
+            _print_json({**_fields(plan), "predicted_gain_us": plan.predicted_gain_us, "predicted_gain_ratio": plan.predicted_gain_ratio})
+            return
+        typer.echo(f"bound: {plan.bound} (MatMul {matmul_us:,.0f} µs, AllReduce {plan.serial_us - matmul_us:,.0f} µs)")
+        typer.echo("short-block candidates: " + ", ".join(f"{k}={v}" for k, v in plan.candidates.items())
+                   + f" → {plan.short_initial}")
+        typer.echo(f"short block: AllReduce {plan.short_comm_us:,.1f} µs, MatMul {plan.short_mm_us:,.1f} µs (×{factor})")
+        typer.echo(f"long block before alignment: {plan.long_exact:,.1f} rows")
+        typer.echo(f"tiles: {{{', '.join(map(str, plan.tiles))}}}")
+        typer.echo(f"predicted fused time: {plan.predicted_fused_us:,.0f} µs of {plan.serial_us:,.0f} µs serial "
+                   f"(gain {plan.predicted_gain_us:,.0f} µs, {plan.predicted_gain_ratio:.1%}); measure it, splitting inflates chunks")
+        for note in plan.notes:
+            typer.echo(f"note: {note}")
+
+
+@command(plan_app, "hccl-buffsize")
+def plan_hccl_command(
+    micro_batch: Annotated[int, typer.Option("--micro-batch", metavar="N", help="Samples per micro-batch per card.")],
+    sequence_length: Annotated[int, typer.Option("--seq-len", metavar="N", help="Tokens per sample.")],
+    hidden_size: Annotated[int, typer.Option("--hidden", metavar="N", help="Hidden size.")],
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp16, bf16, fp32, fp8 or int8.")] = "bf16",
+    current: Annotated[int, typer.Option("--current", metavar="MB", help="The HCCL_BUFFSIZE in use, MB.")] = 200,
+    communicators: Annotated[Optional[int], typer.Option("--communicators", metavar="N", help="Communication groups per rank.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """HCCL_BUFFSIZE from the size of one micro-batch activation.
+
+    \b
+    Example:
+      advisor plan hccl-buffsize --micro-batch 4 --seq-len 8192 --hidden 8192
+    """
+    with guard(False):
+        from advisor.planners.hccl import DTYPE_BYTES, plan_buffsize
+
+        if dtype not in DTYPE_BYTES:
+            raise errors.InputError(f"unknown dtype {dtype!r}; one of {', '.join(DTYPE_BYTES)}")
+        plan = _planned(lambda: plan_buffsize(micro_batch, sequence_length, hidden_size, DTYPE_BYTES[dtype], current, communicators))
+        if as_json:
+            _print_json(_fields(plan))
+            return
+        typer.echo(f"HCCL_BUFFSIZE={plan.recommended_mb}")
+        typer.echo(plan.explain())
+
+
+@command(plan_app, "parallel")
+def plan_parallel_command(
+    params_b: Annotated[float, typer.Option("--params-b", metavar="BILLIONS", help="Model parameters, billions.")],
+    memory_gb: Annotated[float, typer.Option("--memory-gb", metavar="GB", help="Device memory per card, GB.")],
+    cards_per_node: Annotated[int, typer.Option("--cards-per-node", metavar="N", help="NPUs per server.")] = 8,
+    nodes: Annotated[int, typer.Option("--nodes", metavar="N", help="Servers available.")] = 1,
+    activation_gb: Annotated[float, typer.Option("--activation-gb", metavar="GB", help="Activations of one micro-batch without parallelism, GB.")] = 0.0,
+    as_json: JsonOption = False,
+) -> None:
+    """TP, PP, DP, ZeRO-1 and recomputation from model size and hardware: tensor parallelism within a server
+    first, then pipeline stages across servers, data parallelism with what is left.
+
+    \b
+    Example:
+      advisor plan parallel --params-b 70 --memory-gb 64 --nodes 4
+    """
+    with guard(False):
+        from advisor.planners.parallel import plan_parallel
+
+        plan = _planned(lambda: plan_parallel(params_b, memory_gb, cards_per_node, nodes, activation_gb))
+        if as_json:
+            _print_json({**_fields(plan), "layout": _fields(plan.layout)})
+            return
+        layout = plan.layout
+        typer.echo(f"TP={layout.tp} PP={layout.pp} DP={layout.dp} ZeRO-1={'on' if layout.zero1 else 'off'} "
+                   f"recompute={'on' if layout.recompute else 'off'}: {plan.per_card_gb:,.1f} GB per card of "
+                   f"{plan.usable_gb:,.1f} GB usable{'' if plan.fits else ' (does not fit)'}")
+        for reason in plan.reasons:
+            typer.echo(f"- {reason}")
+
+
+def _planned(build):
+    try:
+        return build()
+    except ValueError as exc:
+        raise errors.InputError(str(exc)) from exc
+
+
+def _fields(value) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
+def _print_json(data: dict) -> None:
+    import json
+
+    typer.echo(json.dumps(data, indent=2, default=lambda v: _fields(v), ensure_ascii=False))
