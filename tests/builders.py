@@ -321,8 +321,9 @@ def _trace_view(spec: RankSpec) -> list[dict]:
         complete(python, 1, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", start - 1900.0,
                  spec.dataloader_us, "cpu_op")
         cursor = start - 1000.0
-        for _ in range(spec.compiles_per_step):
+        for _ in range(spec.compiles_per_step):  # a compilation (opCompile) inside each call, as CANN records it
             complete(cann, 2, "AscendCL@aclopCompileAndExecute", cursor, 400.0)
+            complete(cann, 2, "AscendCL@opCompile", cursor + 3.0, 350.0)
             cursor += 5.0
         for _ in range(spec.syncs_per_step):
             complete(cann, 1, "AscendCL@aclrtSynchronizeStream", cursor, 50.0)

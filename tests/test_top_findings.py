@@ -32,12 +32,18 @@ def _gains_fit(report) -> None:
 
 def test_the_real_two_rank_capture():
     """Both ranks wait ~73 ms together in one AllReduce whose group has 8 members, 2 of them profiled: the wait is for
-    ranks outside the capture (96 ms of a 134 ms step, measured). Next the device idles 17.6 ms waiting for launches
-    (57 % of the kernels are shorter than their launch); then 19 online compilations idle it 3.4 ms. The .item()
-    reads block the host 92 ms, but inside the collective's wait — they cost the device only ~1.4 ms and rank below."""
+    ranks outside the capture (96 ms of a 134 ms step, measured). Next the device idles ~20 ms waiting for launches
+    (57 % of the kernels are shorter than their launch; an upper bound, measured with with_stack on). The 19
+    aclopCompileAndExecute calls take 14 ms of host time, but their opCompile spans only 373 µs (the binaries are
+    cached): no online-compilation finding. The .item() reads block the host 92 ms, but inside the collective's wait —
+    they cost the device only ~1.4 ms and rank below."""
     report = diagnose(REAL)
-    assert _top(report) == ["cluster.straggler_outside_capture", "host.many_small_kernels", "host.online_compilation"]
-    assert [f.gain_basis for f in report.findings[:3]] == ["measured"] * 3
+    assert _top(report, 2) == ["cluster.straggler_outside_capture", "host.many_small_kernels"]
+    assert [f.gain_basis for f in report.findings[:2]] == ["measured"] * 2
+    assert report.findings[1].instrumented_by == ["with_stack", "record_shapes"]
+    assert "host.online_compilation" not in {f.id for f in report.findings}
+    (host,) = [f for f in report.facts if f["type"] == "host" and f["rank"] == 0]
+    assert host["compile_calls_per_step"] == 19 and host["compile_us_per_step"] == pytest.approx(372.94)
     (item,) = [f for f in report.findings if f.id == "host.item_reads"]
     assert item.gain_basis == "measured" and 1_000 < item.estimated_gain_us < 2_000
     _gains_fit(report)

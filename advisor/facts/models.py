@@ -381,7 +381,7 @@ class HostFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     steps: int = Field(ge=1, description="ProfilerStep windows in the trace (1 = the whole capture).")
-    compile_calls_per_step: Micros = Field(description="AscendCL@aclopCompileAndExecute calls (online operator compilation); GPU: nvrtc/hiprtc compilations.")
+    compile_calls_per_step: Micros = Field(description="Online operator compilations: AscendCL@opCompile spans (else AscendCL@aclopCompileAndExecute calls, which also run the operator); GPU: nvrtc/hiprtc compilations.")
     compile_us_per_step: Micros = Field(description="Their total time, µs.")
     sync_calls_per_step: Micros = Field(description="AscendCL@aclrtSynchronizeStream/Device/Event calls (host waits for the device); GPU: cuda/hip Device/Stream/EventSynchronize.")
     sync_us_per_step: Micros = Field(description="Their total time, µs.")

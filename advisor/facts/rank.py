@@ -24,6 +24,7 @@ from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.host import (
     RUNTIME_NAMES,
     api_calls,
+    compile_calls,
     dataloader_calls,
     dataloader_summary,
     host_summary,
@@ -553,7 +554,7 @@ def _idle_facts(show: Shown, rank: RankData, breakdown: BreakdownFact | None) ->
         return []
     apis = trace.apis
     host = {"dataloader": spans(dataloader_calls(trace.host)),
-            "compile": spans(apis.loc[matching(apis["name"], names.compile)]),
+            "compile": spans(compile_calls(apis, names)),
             "allocator": spans(apis.loc[matching(apis["name"], names.allocator)]),
             "gc": spans(trace.host.loc[trace.host["cat"] == "GC"])}
     program_syncs, item_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle

@@ -40,7 +40,8 @@ OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Over
 # Host events the facts use: step boundaries, data loading, optimizer steps, SyncBatchNorm (GC is kept by category).
 HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.step#|SyncBatchNorm", re.IGNORECASE)
 API_EVENTS = re.compile(
-    r"AscendCL@aclopCompileAndExecute$|AscendCL@aclrtSynchronize|Node@launch$|AscendCL@aclrtFree(Physical)?$"
+    r"AscendCL@aclopCompileAndExecute$|AscendCL@opCompile$|AscendCL@aclrtSynchronize|Node@launch$|"
+    r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$"
 )
 # Framework ops whose calls the facts count: host reads of device values, and ops that fused kernels replace.
 FRAMEWORK_OPS = re.compile(
