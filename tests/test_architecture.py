@@ -8,6 +8,7 @@ Read from the source (ast), so imports inside functions count as much as those a
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "advisor"
@@ -186,3 +187,20 @@ def test_the_check_sees_imports_inside_functions_and_skips_annotation_only_ones(
     )
     assert sorted(runtime_imports(source, "advisor")) == [
         ("advisor.errors", 2), ("advisor.render.documents", 6), ("advisor.render.fragment", 7)]
+
+
+ARCHITECTURE_DOC = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def test_the_architecture_doc_maps_every_module():
+    doc = ARCHITECTURE_DOC.read_text(encoding="utf-8")
+    mapped = set(re.findall(r"^\| `(advisor/[\w/]+\.py)` \| \S", doc, re.MULTILINE))
+    files = {str(path.relative_to(PACKAGE.parent)) for path in MODULES.values()}
+    assert not files - mapped, f"docs/architecture.md's folder map lacks: {sorted(files - mapped)}"
+    assert not mapped - files, f"docs/architecture.md maps modules that are gone: {sorted(mapped - files)}"
+
+
+def test_the_architecture_doc_lists_the_layers_of_this_test():
+    block = ARCHITECTURE_DOC.read_text(encoding="utf-8").split("The layers, lowest first", 1)[1].split("```")[1]
+    listed = [tuple(line.split(". ", 1)[1].split(", ")) for line in block.strip().splitlines()]
+    assert listed == list(LAYERS)
