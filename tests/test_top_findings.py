@@ -42,6 +42,8 @@ def test_the_real_two_rank_capture():
     assert [f.gain_basis for f in report.findings[:2]] == ["measured"] * 2
     assert report.findings[1].instrumented_by == ["with_stack", "record_shapes"]
     assert "host.online_compilation" not in {f.id for f in report.findings}
+    (few,) = [f for f in report.findings if f.id == "profiling.few_steps"]  # one step (ProfilerStep#50) per rank
+    assert few.severity == "low" and few.estimated_gain_us is None and report.input.steps == [50]
     (host,) = [f for f in report.facts if f["type"] == "host" and f["rank"] == 0]
     assert host["compile_calls_per_step"] == 19 and host["compile_us_per_step"] == pytest.approx(372.94)
     (item,) = [f for f in report.findings if f.id == "host.item_reads"]
