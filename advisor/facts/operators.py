@@ -25,19 +25,16 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     rows = kernels.loc[~is_comm & kernels["duration_us"].notna() & (kernels["duration_us"] >= 0)]
     op_type = rows["type"] if "type" in rows else pd.Series(pd.NA, index=rows.index, dtype="str")
     known = op_type.notna()
-    table = pd.DataFrame(
-        {
-            "step": rows["step"] if "step" in rows else pd.NA,
-            "type": op_type.where(known, rows["name"]),
-            "type_source": known.map({True: "type", False: "name"}),
-            "accelerator_core": core.loc[rows.index],
-            "duration_us": rows["duration_us"],
-        }
-    )
-    for column in ("block_dim", "input_dtypes", "input_shapes", *PIPE_RATIOS):
-        if column in rows:
-            table[column] = rows[column]
-    return table
+    columns = {
+        "step": rows["step"] if "step" in rows else pd.NA,
+        "type": op_type.where(known, rows["name"]),
+        "type_source": known.map({True: "type", False: "name"}),
+        "accelerator_core": core.loc[rows.index],
+        "duration_us": rows["duration_us"],
+    }
+    columns |= {column: rows[column] for column in ("block_dim", "input_dtypes", "input_shapes", *PIPE_RATIOS)
+                if column in rows}
+    return pd.DataFrame(columns)  # one construction, not one insert per column
 
 
 def in_steps(kernels: pd.DataFrame, steps: list[int]) -> pd.DataFrame:

@@ -11,6 +11,7 @@ needed: the tasks returned the small ones this uses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,7 +53,7 @@ from advisor.facts.models import (
     StragglerFact,
     TransportFact,
 )
-from advisor.facts.rank import RankFacts, RankMeta, _source
+from advisor.facts.rank import Columns, RankFacts, RankMeta, _source, columns_of
 from advisor.facts.sequences import mc2_candidates
 from advisor.facts.steps import RATIO_COLUMNS, TIME_COLUMNS, mean_step
 from advisor.ingest.gpu import match_nccl
@@ -82,7 +83,7 @@ class _Cluster:
     def __init__(self, profile: Profile, ranks: list[RankFacts]) -> None:
         self.profile = profile
         self.ranks = ranks
-        self.ops: dict[int, pd.DataFrame] = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
+        self.ops: dict[int, Columns] = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
         self.every = stacked(self.ops)
         self.known: dict[str, Group] = {h: g for r in ranks for h, g in groups_by_hash(r.meta.metadata).items()}
         self.members: dict[str, Membership] = memberships_of(
@@ -108,28 +109,29 @@ class _Cluster:
             if size is None or not timed or size <= len(timed):
                 self._outside[group] = None
             else:
-                members = {r: self.ops[r] for r in sorted(self.in_group.get(group, ()))}
+                members = {r: pd.DataFrame(self.ops[r]) for r in sorted(self.in_group.get(group, ()))}
                 self._outside[group] = outside_waits_of_members(group, members, size)
         return self._outside[group]
 
 
-def stacked(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
-    """The tables of every rank one under the other, with a ``rank`` column (in the order given). Column by column
-    when the tables have the same columns (concatenating hundreds of small frames costs far more)."""
-    frames = list(tables.values())
-    columns = list(frames[0].columns) if frames else ["kind", "group", "op_name", "step", "start_us", "wait_ms"]
-    if any(list(frame.columns) != columns for frame in frames):
-        return pd.concat(frames, keys=list(tables), names=["rank", None]).reset_index(level=0).reset_index(drop=True)
-    data = {"rank": np.repeat(np.array(list(tables), dtype="int64"), [len(frame) for frame in frames])}
-    for column in columns:
-        data[column] = np.concatenate([frame[column].to_numpy() for frame in frames]) if frames else []
+def stacked(tables: dict[int, Columns]) -> pd.DataFrame:
+    """Every rank's table one under the other, with a ``rank`` column (ranks in the order given); a column a table
+    lacks is None there."""
+    names = list(dict.fromkeys(name for table in tables.values() for name in table))
+    if not names:
+        names = ["kind", "group", "op_name", "step", "start_us", "wait_ms"]
+    lengths = [len(next(iter(table.values()), ())) for table in tables.values()]
+    data: dict[str, Any] = {"rank": np.repeat(np.array(list(tables), dtype="int64"), lengths)}
+    for name in names:
+        parts = [table.get(name, np.full(length, None)) for table, length in zip(tables.values(), lengths)]
+        data[name] = np.concatenate(parts) if parts else []
     return pd.DataFrame(data)
 
 
-def step_counts(ops_by_rank: dict[int, pd.DataFrame]) -> pd.Series:
+def step_counts(ops_by_rank: dict[int, Columns]) -> pd.Series:
     """Per rank: the steps its communication ops cover (at least 1)."""
-    return pd.Series({rank: max(int(ops["step"].nunique(dropna=False)), 1) for rank, ops in ops_by_rank.items()},
-                     dtype="int64")
+    return pd.Series({rank: max(int(pd.Series(ops["step"]).nunique(dropna=False)), 1)
+                      for rank, ops in ops_by_rank.items()}, dtype="int64")
 
 
 def _ranks_by_group(ops: pd.DataFrame) -> dict[str, set[int]]:
@@ -193,7 +195,7 @@ def _attach_nccl(ranks: list[RankFacts]) -> None:
     for rank in ranks:
         ops = matched.get(rank.meta.rank)
         if ops is not None:
-            rank.ops = ops.assign(transit_from_bandwidth=False)
+            rank.ops = columns_of(ops.assign(transit_from_bandwidth=False))
             rank.traffic = None
 
 
@@ -324,8 +326,7 @@ def _mc2_fact(rank: int, row: dict, step_time: float | None, sources: list[str])
 def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | None) -> list[Fact]:
     """Per kind: where the collectives' time goes (transit checked against Bandwidth Info), and for collectives the
     wait for members of their groups that are not in the profile; per transport: traffic and bandwidth."""
-    profile, meta, ops = cluster.profile, rank.meta, rank.ops
-    assert ops is not None
+    profile, meta = cluster.profile, rank.meta
     step_count = int(cluster.steps[meta.rank])
     facts: list[Fact] = []
     time_source = _source(profile.shown, meta, "communication.json", "Communication Time Info")
