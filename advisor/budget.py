@@ -11,7 +11,7 @@ A step is compute + exposed communication + idle (free) time. A rule says which 
     │   ├── wait                     waiting for peers / idle inside the collectives
     │   └── transfer                 moving data
     └── idle                         the device has nothing to run
-        ├── dataloader  dispatch  sync  allocator  compile  gc  copy  host
+        ├── dataloader  dispatch  sync  allocator  compile  gc  optimizer  zero_grad  copy  host
 
 A gain charged to a bucket can never exceed what is left of that bucket or of any bucket above it, so the
 gains of one rank never add up to more than its step, and two findings that claim the same time (the same
@@ -31,7 +31,7 @@ ROOT_BUCKET = "step"
 TOP_BUCKETS = ("compute", "communication", "idle")
 CHILD_BUCKETS = {
     "communication": ("wait", "transfer"),
-    "idle": ("dataloader", "dispatch", "sync", "allocator", "compile", "gc", "copy", "host"),
+    "idle": ("dataloader", "dispatch", "sync", "allocator", "compile", "gc", "optimizer", "zero_grad", "copy", "host"),
 }
 NAMED_CHILDREN = {"compute": ("operator", "sequence")}  # compute/operator:<name>, compute/sequence:<name>
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")

@@ -9,7 +9,7 @@
   the step time of the ranks it is about (the profile's mean step otherwise).
 * Severity is the rule's own, or from the gain share: ≥ 5 % high, ≥ 1 % medium, else low; a gain from a planning
   factor (``gain_basis: assumed``) is at most medium.
-* A measured gain charged to host-side idle time (``idle/dispatch``, ``idle/host``) in a capture that
+* A measured gain charged to host-side idle time (``idle/dispatch``, ``idle/host``, the optimizer's loops) in a capture that
   recorded call stacks or shapes is an upper bound — the profiler's own per-operator cost is host time too — so
   the finding names those settings (``instrumented_by``) and is at most medium.
 * Findings are ordered by severity, then by gain within it — an assumed gain counting half, unknown last — then id:
@@ -51,7 +51,7 @@ MEDIUM_SHARE = 0.01
 TOP_OPERATORS = 10
 ASSUMED_WEIGHT = 0.5  # an assumed gain ranks above a measured one only when it is more than twice as large
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
-HOST_IDLE_BUCKETS = ("idle/dispatch", "idle/host")  # host-side idle not explained by a named cause
+HOST_IDLE_BUCKETS = ("idle/dispatch", "idle/host", "idle/optimizer", "idle/zero_grad")  # host loops the profiler slows
 INSTRUMENTATION = ("with_stack", "record_shapes")  # capture settings that add host time to every operator
 
 

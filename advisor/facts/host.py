@@ -18,6 +18,7 @@ from advisor.facts.windows import inside
 from advisor.intervals import union
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#")
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)
 DATALOADER = re.compile(r"dataloader", re.IGNORECASE)
 LONG_STREAM_GAP_US = 50.0

@@ -3,8 +3,8 @@
 The same on both platforms: idle is step-window time with neither compute nor communication on the device. It is
 split, in this order, into the parts of ``IdleFact``:
 
-1. the host inside a DataLoader call, compiling an operator online, freeing or allocating device memory, or in a
-   garbage collection (the host events' own spans);
+1. the host inside a DataLoader call, compiling an operator online, freeing or allocating device memory, in a
+   garbage collection, in the optimizer's step or in its zero_grad (the host events' own spans);
 2. ``sync``: from a synchronisation call's start until the device next starts work — after the host waited for
    the device, the device waits for the host to queue new work;
 3. ``copy``: a memory copy runs, but nothing else, or the host is inside a memory-copy call (a copy from pageable
@@ -21,7 +21,7 @@ import pandas as pd
 
 from advisor.intervals import EMPTY, intersect, length, subtract, union
 
-HOST_PARTS = ("dataloader", "compile", "allocator", "gc")
+HOST_PARTS = ("dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad")
 PARTS = (*HOST_PARTS, "sync", "copy", "dispatch", "host")
 OUTLIER_FACTOR = 1.2  # a step more than 20 % longer than the median step is an outlier
 MIN_STEPS_FOR_SPREAD = 3  # fewer steps have no median worth comparing with

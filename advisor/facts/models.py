@@ -456,7 +456,7 @@ class ApiFact(Fact):
     us_per_step: Micros = Field(description="Host time in those calls per step, µs.")
 
 
-IdlePart = Literal["dataloader", "compile", "allocator", "gc", "sync", "copy", "dispatch", "host"]
+IdlePart = Literal["dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad", "sync", "copy", "dispatch", "host"]
 
 
 class IdleFact(Fact):
@@ -464,15 +464,17 @@ class IdleFact(Fact):
 
     Idle is step time with neither compute nor communication on the device (the breakdown's free time). In this
     order, a stretch is charged to: the host fetching a batch (DataLoader), compiling an operator online, freeing or
-    allocating device memory, collecting garbage; waiting after a synchronisation (from the sync call until the
-    device gets work again: the drained queue refilling); a memory copy on the device; the next kernel launched
+    allocating device memory, collecting garbage, running the optimizer's step or its zero_grad; waiting after a
+    synchronisation (from the sync call until the device gets work again: the drained queue refilling); a memory
+    copy on the device or the host inside a copy call; the next kernel launched
     only after the device had drained (dispatch: the host is too slow to keep it fed); else other host work.
     """
 
     family: ClassVar[str] = "idle"
     source: ClassVar[str] = ("trace_view.json or *.pt.trace.json: device tasks (compute, communication, copies), "
                              "host events (DataLoader, GC) and runtime calls (compile, sync, free, launch), per step")
-    PARTS: ClassVar[tuple[str, ...]] = ("dataloader", "compile", "allocator", "gc", "sync", "copy", "dispatch", "host")
+    PARTS: ClassVar[tuple[str, ...]] = ("dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad", "sync", "copy",
+                                        "dispatch", "host")
 
     rank: int = Field(ge=0, description="Rank.")
     steps: int = Field(ge=1, description="Steps the figures are averaged over.")
@@ -483,6 +485,8 @@ class IdleFact(Fact):
     compile_us: Micros = Field(description="Idle while the host compiles an operator online, µs per step.")
     allocator_us: Micros = Field(description="Idle while the host frees or allocates device memory, µs per step.")
     gc_us: Micros = Field(description="Idle while Python's garbage collector runs, µs per step.")
+    optimizer_us: Micros = Field(0.0, description="Idle while the host is inside Optimizer.step (a per-parameter loop launches its kernels one by one), µs per step.")
+    zero_grad_us: Micros = Field(0.0, description="Idle while the host is inside Optimizer.zero_grad (zeroing each gradient with its own kernel), µs per step.")
     sync_us: Micros = Field(description="Idle from a host synchronisation until the device gets its next task, µs per step.")
     item_sync_us: Micros = Field(0.0, description="The part of sync_us after the synchronisations of .item() reads, µs per step.")
     copy_us: Micros = Field(description="Idle except for memory copies on the device, µs per step.")
@@ -492,6 +496,8 @@ class IdleFact(Fact):
     compile_share_of_step: Ratio = Field(description="compile_us / step_us.")
     allocator_share_of_step: Ratio = Field(description="allocator_us / step_us.")
     gc_share_of_step: Ratio = Field(description="gc_us / step_us.")
+    optimizer_share_of_step: Ratio = Field(0.0, description="optimizer_us / step_us.")
+    zero_grad_share_of_step: Ratio = Field(0.0, description="zero_grad_us / step_us.")
     sync_share_of_step: Ratio = Field(description="sync_us / step_us.")
     copy_share_of_step: Ratio = Field(description="copy_us / step_us.")
     dispatch_share_of_step: Ratio = Field(description="dispatch_us / step_us.")

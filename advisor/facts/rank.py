@@ -22,7 +22,9 @@ from advisor.facts.communication import matrix_members, op_traffic, transit_from
 from advisor.facts.context import core_counts_of, device_entry, hardware_from_header
 from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.host import (
+    OPTIMIZER_STEP,
     RUNTIME_NAMES,
+    ZERO_GRAD,
     api_calls,
     compile_calls,
     dataloader_calls,
@@ -562,7 +564,9 @@ def _idle_facts(show: Shown, rank: RankData, breakdown: BreakdownFact | None) ->
     host = {"dataloader": spans(dataloader_calls(trace.host)),
             "compile": spans(compile_calls(apis, names)),
             "allocator": spans(apis.loc[matching(apis["name"], names.allocator)]),
-            "gc": spans(trace.host.loc[trace.host["cat"] == "GC"])}
+            "gc": spans(trace.host.loc[trace.host["cat"] == "GC"]),
+            "optimizer": spans(trace.host.loc[matching(trace.host["name"], OPTIMIZER_STEP)]),
+            "zero_grad": spans(trace.host.loc[matching(trace.host["name"], ZERO_GRAD)])}
     program_syncs, item_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
     copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
 

@@ -37,8 +37,9 @@ DEVICE_PROCESS = "Ascend Hardware"
 OVERLAP_PROCESS = "Overlap Analysis"
 LAUNCH_FLOW = "HostToDevice"
 OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Overlapped)", "Free"})
-# Host events the facts use: step boundaries, data loading, optimizer steps, SyncBatchNorm (GC is kept by category).
-HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.step#|SyncBatchNorm", re.IGNORECASE)
+# Host events the facts use: step boundaries, data loading, optimizer steps and zero_grad, SyncBatchNorm (GC is kept by
+# category).
+HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.(step|zero_grad)#|SyncBatchNorm", re.IGNORECASE)
 API_EVENTS = re.compile(
     r"AscendCL@aclopCompileAndExecute$|AscendCL@opCompile$|AscendCL@aclrtSynchronize|Node@launch$|"
     r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$"
