@@ -131,9 +131,29 @@ def test_a_volta_gpu_is_told_fp16_autocast_not_bf16_or_tf32(reports):
     assert check.status == "met" and "Tesla V100" in check.detail and "7.0" in check.detail
 
 
-def test_capture_settings_findings_claim_no_time(reports):
+def test_capture_settings_findings_claim_no_time(reports, tmp_path):
+    from builders import GpuJob, write_gpu_job
+
     from advisor.render.common import gain_text, labels
 
-    finding = next(f for f in reports["num_workers_0"].findings if f.id == "gpu.no_memory_events")
+    write_gpu_job(tmp_path, GpuJob(memory=False))
+    finding = next(f for f in diagnose(tmp_path).findings if f.id == "gpu.no_memory_events")
     assert finding.estimated_gain_us is None and finding.severity == "low"
     assert gain_text(finding, labels("en")) == labels("en")["gain_capture"]
+
+
+def test_memory_events_of_an_old_pytorch_are_recorded_but_have_no_totals(reports):
+    """The 2021 traces hold 8,220 device [memory] events with each allocation's Bytes and no Total Allocated/Reserved:
+    profile_memory was on, so advisor does not ask for it; it says what the events lack."""
+    report = reports["num_workers_0"]
+    assert "gpu.no_memory_events" not in {f.id for f in report.findings}
+    assert any("8220 device [memory] event(s) record each allocation's Bytes" in w for w in report.coverage.warnings)
+    (context,) = [f for f in report.facts if f["type"] == "context"]
+    assert context["profile_memory"] is True
+
+
+def test_cudnn_fp32_convolutions_count_as_cuda_core_math(reports):
+    """On the V100 every FP32 convolution (implicit GEMM, winograd, dgrad/wgrad engines) runs on CUDA cores: two
+    thirds of the compute time, not only the sgemm kernels' fifth."""
+    (gpu,) = [f for f in reports["num_workers_0"].facts if f["type"] == "gpu"]
+    assert gpu["fp32_gemm_share"] == pytest.approx(0.665, abs=0.01)

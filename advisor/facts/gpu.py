@@ -64,7 +64,12 @@ def idle_breakdown(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stream", "host_wait_us", "kernel_wait_us", "other_us"])
 
 
-CUDA_CORE_GEMM = r"sgemm|simt|gemmSN|dgemm"
+# Matrix math: GEMM and convolution kernels (cuBLAS, CUTLASS, cuDNN's implicit/explicit GEMM, winograd, dgrad and
+# wgrad engines). Those on tensor cores carry a marker in their name (h884/s884/1688/16816 MMA shapes, hmma/xmma/wmma,
+# imma, tensorop, the input type: f16, bf16, tf32); the rest run on CUDA cores (volta_sgemm, dgrad_engine<float…>,
+# gemmSN, dgemm, simt).
+MATRIX_KERNEL = r"gemm|conv(?!ert)|winograd|dgrad|wgrad|scudnn|simt"
+TENSOR_CORE_KERNEL = r"884|1688|16816|8816|hmma|xmma|wmma|imma|tensorop|bf16|f16|fp16|half|tf32"
 PAGEABLE_COPY = r"Pageable"
 
 
@@ -102,7 +107,9 @@ def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int) -> dict[st
     gaps = float(idle.sum())
     compute = gpu.loc[gpu["kind"] == "compute"]
     compute_us = float(compute["dur"].sum())
-    cuda_core = float(compute.loc[compute["name"].str.contains(CUDA_CORE_GEMM, case=False), "dur"].sum())
+    names = compute["name"]
+    on_cuda_cores = names.str.contains(MATRIX_KERNEL, case=False) & ~names.str.contains(TENSOR_CORE_KERNEL, case=False)
+    cuda_core = float(compute.loc[on_cuda_cores, "dur"].sum())
     copies = gpu.loc[gpu["kind"] == "memory"]
     share = (lambda part, whole: min(part / whole, 1.0) if whole > 0 else 0.0)
     return {

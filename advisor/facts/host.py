@@ -19,6 +19,7 @@ from advisor.intervals import union
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#")
+MULTI_TENSOR_KERNEL = re.compile(r"Foreach|multi_tensor_apply|_fused_|Fused(?:Adam|SGD|Lamb)", re.IGNORECASE)
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)
 DATALOADER = re.compile(r"dataloader", re.IGNORECASE)
 LONG_STREAM_GAP_US = 50.0
@@ -185,14 +186,18 @@ def gaps_within_steps(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
 
 def optimizer_kernels(regions: pd.DataFrame, launches: pd.DataFrame, device: pd.DataFrame,
                       steps: int) -> dict[str, float | None]:
-    """Device tasks launched from inside Optimizer.step regions (HostToDevice flows), per step, and their time."""
+    """Device tasks launched from inside Optimizer.step regions (HostToDevice flows), per step, their time, and how
+    many are multi-tensor kernels (Foreach*, multi_tensor_apply: the optimizer is already foreach or fused)."""
     if regions.empty or launches.empty:
-        return {"optimizer_kernels_per_step": None, "optimizer_kernel_us_per_step": None}
+        return {"optimizer_kernels_per_step": None, "optimizer_kernel_us_per_step": None,
+                "optimizer_foreach_kernels_per_step": None}
     windows = pd.DataFrame({"start": regions["ts"], "end": regions["ts"] + regions["dur"]})
     launched = inside(launches, windows, "launch_ts")
-    durations = device.drop_duplicates("ts").set_index("ts")["dur"]
-    kernel_us = launched["device_ts"].map(durations).fillna(0.0)
-    return {"optimizer_kernels_per_step": len(launched) / steps, "optimizer_kernel_us_per_step": float(kernel_us.sum()) / steps}
+    tasks = device.drop_duplicates("ts").set_index("ts")
+    kernel_us = launched["device_ts"].map(tasks["dur"]).fillna(0.0)
+    foreach = launched["device_ts"].map(tasks["name"]).fillna("").str.contains(MULTI_TENSOR_KERNEL)
+    return {"optimizer_kernels_per_step": len(launched) / steps, "optimizer_kernel_us_per_step": float(kernel_us.sum()) / steps,
+            "optimizer_foreach_kernels_per_step": int(foreach.sum()) / steps}
 
 
 def dataloader_calls(host: pd.DataFrame) -> pd.DataFrame:

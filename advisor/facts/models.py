@@ -410,6 +410,7 @@ class HostFact(Fact):
     optimizer_kernels_per_step: Micros | None = Field(
         None, description="Device tasks launched from inside Optimizer.step regions per step (HostToDevice flows).")
     optimizer_kernel_us_per_step: Micros | None = Field(None, description="Their device time per step, µs.")
+    optimizer_foreach_kernels_per_step: Micros | None = Field(None, description="How many of them are multi-tensor kernels (Foreach*, multi_tensor_apply, fused optimizer kernels): the optimizer is already foreach or fused.")
 
 
 class GpuFact(Fact):
@@ -433,7 +434,7 @@ class GpuFact(Fact):
     idle_kernel_wait_ratio: Ratio = Field(description="Share of gaps under 30 µs between kernels launched in advance (launch overhead between kernels).")
     idle_other_ratio: Ratio = Field(description="Share of the remaining gaps (waiting on events, other streams, synchronisation).")
     host_wait_us_per_step: Micros = Field(description="Idle time per step on all streams caused by late launches, µs.")
-    fp32_gemm_share: Ratio = Field(description="Share of compute-kernel time in GEMMs on CUDA cores (names with sgemm, simt, gemmSN or dgemm): math AMP/TF32 would move to tensor cores.")
+    fp32_gemm_share: Ratio = Field(description="Share of compute-kernel time in matrix math on CUDA cores: GEMM and convolution kernels (sgemm, cuDNN's implicit GEMM, winograd, dgrad/wgrad engines…) without a tensor-core marker (884, 16816, hmma, xmma, tensorop, f16, bf16, tf32…) in their name: math AMP/TF32 would move to tensor cores.")
     pageable_memcpy_per_step: Micros = Field(description="Host↔device copies from pageable memory per step (Memcpy … Pageable): not overlappable; pin_memory avoids them.")
     memcpy_us_per_step: Micros = Field(description="GPU time of memory copies and sets per step, µs.")
     max_queue_length: int = Field(0, ge=0, description="Most launches waiting to start on one stream (HTA queue length); at 1024 the CPU blocks on launches.")

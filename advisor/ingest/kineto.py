@@ -50,6 +50,7 @@ class _Args(msgspec.Struct):
     device_type: Union[int, None] = msgspec.field(default=None, name="Device Type")  # 0 CPU, 1 CUDA (ROCm too)
     allocated: Union[float, None] = msgspec.field(default=None, name="Total Allocated")
     reserved: Union[float, None] = msgspec.field(default=None, name="Total Reserved")
+    size: Union[float, None] = msgspec.field(default=None, name="Bytes")  # each allocation (+) or free (−)
     # Left undecoded: only whether an op has them tells that record_shapes / with_stack was on.
     shapes: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Call stack")
@@ -115,7 +116,7 @@ class KinetoTrace:
 
 def read_kineto(path: Path) -> KinetoTrace:
     """Stream one trace into tables; FileProblem when it is not a Kineto trace object."""
-    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": [], "recorded": []}
+    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": [], "recorded": [], "untotalled": []}
     cut, trailer, bad, seen = Cut(), Trailer(), 0, 0
     with open_binary(path) as handle:
         head = handle.read(jsonstream.BLOCK_BYTES)
@@ -193,7 +194,10 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
         args = event.args or _NO_ARGS
         if event.ph == "i" and event.name == "[memory]" and event.ts is not None:
             if args.device_type != 0:  # 0 is host memory, not the device allocator
-                rows["memory"].append((event.ts, _mb(args.allocated), _mb(args.reserved)))
+                if args.allocated is None and args.reserved is None and args.size is not None:
+                    rows["untotalled"].append(event.ts)  # PyTorch < 1.10: the allocation's size, no totals
+                else:
+                    rows["memory"].append((event.ts, _mb(args.allocated), _mb(args.reserved)))
             continue
         if event.ph != "X" or event.ts is None or event.dur is None or event.dur < 0:
             continue
@@ -228,6 +232,11 @@ def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], trunc
             settings[key] = bool(value)
     for key in rows["recorded"]:
         settings.setdefault(key, True)
+    settings.setdefault("profile_memory", bool(rows["memory"] or rows["untotalled"]))  # Kineto writes the key when on
+    if rows["untotalled"]:
+        warnings.append(f"{len(rows['untotalled'])} device [memory] event(s) record each allocation's Bytes but not the "
+                        "allocator's totals (Total Allocated, Total Reserved: written since PyTorch 1.10), so peak memory "
+                        "and allocator behaviour are not measured")
     device = next((d for d in devices if d.name), None)
     return KinetoTrace(
         path=path, rank=distributed.rank if distributed is not None else None,

@@ -90,6 +90,15 @@ def gain_check_sentence(comparison: Comparison, words: dict[str, str]) -> str | 
     return text
 
 
+TERMINAL_OPERATOR_ROWS = 15
+
+
+def _largest(rows: list, count: int) -> list:
+    """The ``count`` rows that changed most either way (improvements too), in their given order."""
+    kept = {id(row) for row in sorted(rows, key=lambda r: -abs(r.diff))[:count]}
+    return [row for row in rows if id(row) in kept]
+
+
 def render_comparison_terminal(comparison: Comparison, console: Console) -> None:
     words = labels(comparison.lang)
     console.print(Text(words["compare_title"], style="bold"))
@@ -99,7 +108,7 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
     console.print(clean(comparison.headline))
     by = words["operators_by_" + comparison.operators_matched_by]
     for title, rows, label in ((words["compare_breakdown"], comparison.breakdown, lambda r: words.get(f"component_{r.name}", r.name)),
-                               (by, comparison.operators[:15], lambda r: r.name),
+                               (by, _largest(comparison.operators, TERMINAL_OPERATOR_ROWS), lambda r: r.name),
                                (words["collectives"], comparison.collectives, lambda r: r.name)):
         if rows:
             console.print(_table(title, rows, label, words))
