@@ -43,11 +43,9 @@ def reserved_unused_at_peak(series: pd.DataFrame) -> tuple[float, float]:
 def top_allocators(operator_memory: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
     """Operators by memory allocated (positive sizes only: a negative size is a free whose alloc was not captured)."""
     rows = operator_memory.loc[operator_memory["size_kb"] > 0]
-    summary = (
-        rows.groupby("name", sort=False)
-        .agg(allocations=("size_kb", "size"), allocated_kb=("size_kb", "sum"), largest_kb=("size_kb", "max"))
-        .reset_index()
-    )
+    sizes = rows.groupby("name", sort=False)["size_kb"]  # one grouping for the three (named aggregation costs more)
+    summary = pd.DataFrame({"allocations": sizes.size(), "allocated_kb": sizes.sum(), "largest_kb": sizes.max()})
+    summary = summary.rename_axis("name").reset_index()
     total = summary["allocated_kb"].sum()
     summary["allocated_mb"] = summary["allocated_kb"] * MB_PER_KB
     summary["largest_mb"] = summary["largest_kb"] * MB_PER_KB
