@@ -143,3 +143,29 @@ def test_injected_dp_straggler_is_named_from_the_wait_times(tmp_path):
     assert straggler["max_wait_rank"] == 1
     (finding,) = [f for f in report.findings if f.id == "cluster.collective_straggler"]
     assert finding.key == "dp: rank 2" and finding.estimated_gain_us == pytest.approx(596.376, rel=1e-4)
+
+
+def test_notify_waits_name_the_peer_and_ignore_unusable_ones(tmp_path):
+    """HCCL Notify_Wait tasks carry the group-local rank they wait for ('dst rank'); a value that is not a rank
+    number is ignored, and a trace without them names no peer."""
+    import json
+
+    from advisor.ingest.trace import read_trace
+
+    events = [{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "HCCL"}},
+              {"ph": "M", "name": "process_name", "pid": 8, "args": {"name": "Python"}}]
+    for ts, peer in ((10.0, 5), (40.0, 5), (70.0, 2), (90.0, "x"), (95.0, -1), (97.0, "3")):
+        events.append({"ph": "X", "name": "Notify_Wait", "pid": 7, "tid": 1, "ts": ts, "dur": 20.0,
+                       "args": {"task type": "Notify_Wait", "src rank": 0, "dst rank": peer}})
+    events.append({"ph": "X", "name": "Notify_Wait", "pid": 8, "tid": 1, "ts": 5.0, "dur": 500.0,
+                   "args": {"dst rank": 1}})  # not in the HCCL process
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(events))
+    notify = read_trace(path, []).notify
+    assert sorted(notify["peer"]) == [2, 3, 5, 5]
+    from advisor.facts.communication import peer_waits, waited_peer
+
+    named = waited_peer(peer_waits(notify, 2))
+    assert named["waited_peer"] == 5 and named["waited_peer_us"] == 20.0 and named["waited_peer_share"] == 0.5
+    assert named["waited_for"].startswith("local rank 5 (20 µs per step, 50%")
+    assert waited_peer({}) == {}

@@ -42,6 +42,11 @@ def test_the_real_two_rank_capture():
     assert [f.gain_basis for f in report.findings[:2]] == ["measured"] * 2
     assert report.findings[1].instrumented_by == ["with_stack", "record_shapes"]
     assert "host.online_compilation" not in {f.id for f in report.findings}
+    # the HCCL Notify_Wait tasks of both ranks wait for local rank 5 of the communicator (dst rank 5)
+    waits = {f["rank"]: f for f in report.facts if f["type"] == "communication" and f["kind"] == "collective"}
+    assert {r: f["waited_peer"] for r, f in waits.items()} == {0: 5, 1: 5}
+    assert waits[0]["waited_peer_us"] == pytest.approx(101_683, rel=0.001) and waits[0]["waited_peer_share"] > 0.9
+    assert "wait longest for local rank 5" in report.findings[0].explanation
     (few,) = [f for f in report.findings if f.id == "profiling.few_steps"]  # one step (ProfilerStep#50) per rank
     assert few.severity == "low" and few.estimated_gain_us is None and report.input.steps == [50]
     (host,) = [f for f in report.facts if f["type"] == "host" and f["rank"] == 0]

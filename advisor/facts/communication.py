@@ -214,6 +214,22 @@ def outside_waits_of_members(group: str, ops_by_rank: dict[int, pd.DataFrame], s
     return found
 
 
+def peer_waits(notify: pd.DataFrame, steps: int) -> dict[int, float]:
+    """µs per step of HCCL Notify_Wait per group-local peer (``notify``: ts, dur, peer, already inside the steps)."""
+    sums = notify.groupby("peer")["dur"].sum() / max(steps, 1)
+    return {int(peer): float(us) for peer, us in sums.items()}
+
+
+def waited_peer(waits: dict[int, float] | None) -> dict[str, object]:
+    """The CommunicationFact fields naming the peer waited for longest (ties: the lower rank)."""
+    if not waits or sum(waits.values()) <= 0:
+        return {}
+    peer = min(waits, key=lambda p: (-waits[p], p))
+    share = waits[peer] / sum(waits.values())
+    return {"waited_peer": peer, "waited_peer_us": waits[peer], "waited_peer_share": share,
+            "waited_for": f"local rank {peer} ({waits[peer]:,.0f} µs per step, {share:.0%} of the Notify_Wait time)"}
+
+
 def rank_ranges(ranks: list[int]) -> str:
     """'2–7' for consecutive ranks, '0, 2, 4' otherwise (runs of three or more collapse)."""
     ranks = sorted(set(ranks))

@@ -255,6 +255,10 @@ class CommunicationFact(Fact):
         "had arrived, not moving data: waiting for members outside the profile, µs (0 when the group is complete "
         "or its size unknown).")
     outside_wait_share: Ratio = Field(0.0, description="outside_wait_us / elapse_us.")
+    waited_peer: int | None = Field(None, ge=0, description="The communicator-local rank this rank's HCCL Notify_Wait tasks wait for longest (their 'dst rank', trace_view.json); None when the trace has none.")
+    waited_peer_us: Micros | None = Field(None, description="Its Notify_Wait time per step, µs.")
+    waited_peer_share: Ratio | None = Field(None, description="waited_peer_us / the Notify_Wait time per step for every peer.")
+    waited_for: str = Field("not recorded (no Notify_Wait task in the trace names a peer)", description="The same in words, for the explanations, e.g. 'local rank 5 (101,683 µs per step, 90 % of the Notify_Wait time)'.")
 
 
 class TransportFact(Fact):

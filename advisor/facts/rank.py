@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.facts.communication import matrix_members, op_traffic, transit_from_bandwidth
+from advisor.facts.communication import matrix_members, op_traffic, peer_waits, transit_from_bandwidth
 from advisor.facts.context import core_counts_of, device_entry, hardware_from_header
 from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.host import (
@@ -184,6 +184,7 @@ class RankFacts:
     nccl: pd.DataFrame | None = None  # a GPU rank's NCCL kernels (matched across ranks by the reduce)
     recorded_rank: int | None = None  # a GPU trace's own rank (distributedInfo), before any renumbering
     truncation: str | None = None  # a GPU trace cut off mid-write: why only its start was read
+    peer_waits: dict[int, float] | None = None  # HCCL Notify_Wait µs per step per group-local peer
 
 
 def rank_facts(rank: RankData, show: Shown, user: UserContext | None, *, deep: bool = True) -> RankFacts:
@@ -211,7 +212,10 @@ def rank_facts(rank: RankData, show: Shown, user: UserContext | None, *, deep: b
             out.nccl = nccl_collectives(rank.kineto, rank.kernels.frame["step"])
         out.recorded_rank = rank.kineto.rank if rank.kineto is not None else None
         out.truncation = rank.kineto.truncation if rank.kineto is not None else None
-    elif rank.communication is not None:
+    if rank.trace is not None and not rank.trace.notify.empty:
+        windows = profiler_step_windows(rank.trace.host)
+        out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
+    if rank.platform != "gpu" and rank.communication is not None:
         out.traffic = columns_of(rank.communication.traffic)
         out.ops = columns_of(transit_from_bandwidth(rank.communication.ops, rank.communication.traffic))
     if rank.matrix is not None and not rank.matrix.empty:

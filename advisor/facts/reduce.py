@@ -35,6 +35,7 @@ from advisor.facts.communication import (
     outside_waits_of_members,
     rank_ranges,
     transport_summary,
+    waited_peer,
 )
 from advisor.facts.context import context_fact, core_counts_of, device_entry
 from advisor.facts.hardware import nominal_bandwidth
@@ -365,6 +366,7 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
                 missing_ranks=members[group].missing(profiled[group]) if collective else None,
                 outside_wait_us=outside_us,
                 outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
+                **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
             )
         )
     if rank.traffic is None:

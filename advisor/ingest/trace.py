@@ -35,6 +35,8 @@ HOST_PROCESSES = ("Python", "Python GC")
 API_PROCESS = "CANN"
 DEVICE_PROCESS = "Ascend Hardware"
 OVERLAP_PROCESS = "Overlap Analysis"
+HCCL_PROCESS = "HCCL"
+NOTIFY_WAIT = "Notify_Wait"  # an HCCL task waiting for a peer's notify; args name the peer ("dst rank", group-local)
 LAUNCH_FLOW = "HostToDevice"
 OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Overlapped)", "Free"})
 # Host events the facts use: step boundaries, data loading, optimizer steps and zero_grad, SyncBatchNorm (GC is kept by
@@ -56,6 +58,10 @@ class _Args(msgspec.Struct, gc=False):
     task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
 
 
+class _NotifyArgs(msgspec.Struct, gc=False):
+    peer: Union[int, str, None] = msgspec.field(default=None, name="dst rank")
+
+
 class _Event(msgspec.Struct, gc=False):
     ph: Union[str, None] = None
     name: Union[str, None] = None
@@ -71,7 +77,9 @@ class _Event(msgspec.Struct, gc=False):
 _DECODERS = EventDecoders.of(_Event)
 _ARGS = msgspec.json.Decoder(_Args, strict=False)
 _ARGS_LIST = msgspec.json.Decoder(list[_Args], strict=False)
+_NOTIFY_ARGS = msgspec.json.Decoder(_NotifyArgs, strict=False)
 _TASK_TYPE_KEY = b'"Task Type"'
+NOTIFY_COLUMNS = ["ts", "dur", "peer"]
 
 
 @dataclass
@@ -82,6 +90,8 @@ class TraceTables:
     overlap: pd.DataFrame  # Overlap Analysis X events: lane, ts, dur
     launches: pd.DataFrame  # HostToDevice flows paired: launch_ts, device_ts
     truncation: str | None = None  # why only the start of the file was read (a cut-off file), else None
+    # HCCL Notify_Wait tasks: ts, dur, peer (the group-local rank waited for); empty where the export has none
+    notify: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=NOTIFY_COLUMNS))
 
 
 @dataclass
@@ -93,6 +103,7 @@ class _Rows:
     apis: list = field(default_factory=list)
     device: list = field(default_factory=list)
     overlap: list = field(default_factory=list)
+    notify: list = field(default_factory=list)
     starts: dict = field(default_factory=dict)
     ends: dict = field(default_factory=dict)
     bad_times: int = 0
@@ -102,7 +113,7 @@ class _Rows:
     def extend(self, later: _Rows) -> None:
         """Append the rows of the part of the file that follows this one."""
         self.names.update(later.names)
-        for table in ("host", "apis", "device", "overlap"):
+        for table in ("host", "apis", "device", "overlap", "notify"):
             getattr(self, table).extend(getattr(later, table))
         self.starts.update(later.starts)
         self.ends.update(later.ends)
@@ -143,6 +154,7 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
         overlap=pd.DataFrame(of(OVERLAP_PROCESS, rows.overlap), columns=["lane", "ts", "dur"]),
         launches=pd.DataFrame(sorted(paired), columns=["launch_ts", "device_ts"]),
         truncation=cut.reason,
+        notify=pd.DataFrame(of(HCCL_PROCESS, rows.notify), columns=NOTIFY_COLUMNS),
     )
 
 
@@ -150,6 +162,8 @@ def _name_kind(name: str) -> str:
     """Which table an X event without a device task type belongs to, by its name alone."""
     if name in OVERLAP_LANES:
         return "overlap"
+    if name == NOTIFY_WAIT:
+        return "notify"
     if API_EVENTS.match(name):
         return "api"
     if HOST_EVENTS.search(name) or FRAMEWORK_OPS.match(name):
@@ -200,6 +214,10 @@ def _keep_by_name(e: _Event, rows: _Rows) -> None:
         kind = rows.kinds[name] = _name_kind(name)
     if kind == "overlap":
         rows.overlap.append((e.pid, name, e.ts, e.dur))
+    elif kind == "notify":
+        peer = _peer(e.args)
+        if peer is not None:
+            rows.notify.append((e.pid, e.ts, e.dur, peer))
     elif kind == "api":
         rows.apis.append((e.pid, name, e.tid, e.ts, e.dur))
     elif kind == "host" or e.cat == "GC":
@@ -228,6 +246,17 @@ def _one_args(raw: bytes) -> _Args | None:
         return _ARGS.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def _peer(args: msgspec.Raw) -> int | None:
+    """The group-local rank a Notify_Wait waits for (its ``dst rank``), or None when it is not a usable number."""
+    try:
+        peer = _NOTIFY_ARGS.decode(bytes(args)).peer
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if isinstance(peer, str):
+        peer = int(peer) if peer.strip().isdigit() else None
+    return peer if peer is not None and 0 <= peer < 1 << 20 else None
 
 
 def _process_name(args: msgspec.Raw) -> str | None:
