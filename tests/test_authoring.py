@@ -179,17 +179,17 @@ def test_lint_cli_exit_codes(tmp_path):
 def test_a_pack_overrides_and_disables_built_in_rules(tmp_path):
     override = (ROOT / "rules" / "host-dispatch" / "host.device_idle.yaml").read_text(encoding="utf-8")
     override = override.replace("{gte: 0.1}", "{gte: 0.5}")
-    pack = _pack(tmp_path, override, manifest="name: team\ndisable: [host.online_compilation]\n", rule_id="host.device_idle")
+    pack = _pack(tmp_path, override, manifest="name: team\ndisable: [host.item_reads]\n", rule_id="host.device_idle")
     book = load_rulebook([pack], installed=False)
-    assert "host.online_compilation" not in book.rules and book.rules["host.device_idle"].pack == "team"
+    assert "host.item_reads" not in book.rules and book.rules["host.device_idle"].pack == "team"
     report = diagnose(FIXTURE, rulebook=book)
     ids = {f.id for f in report.findings}
-    assert "host.online_compilation" not in ids and "host.device_idle" not in ids  # 20 % free < the team's 50 %
+    assert "host.item_reads" not in ids and "host.device_idle" not in ids  # 20 % free < the team's 50 %
     assert report.tool.packs[1].model_dump() == {
         "name": "team", "path": str(pack), "rules": 1, "knowledge": 0,
-        "overrides": ["host.device_idle"], "disabled": ["host.online_compilation"],
+        "overrides": ["host.device_idle"], "disabled": ["host.item_reads"],
     }
-    assert "host.online_compilation" in {f.id for f in diagnose(FIXTURE).findings}
+    assert "host.item_reads" in {f.id for f in diagnose(FIXTURE).findings}
 
 
 def test_a_broken_pack_is_skipped_with_a_message_and_a_partial_exit(tmp_path):
@@ -249,8 +249,8 @@ def test_every_finding_explains_its_conditions_with_values_and_sources():
         for condition in finding.trace.conditions:
             assert condition.negated or (condition.fact in finding.trace.facts and condition.sources)
             assert all(check.holds for check in condition.checks), finding.id
-    gc = next(f for f in report.findings if f.id == "host.online_compilation")
-    assert any(c.test == "compile_calls_per_step gte 1" and c.actual == 19.0 for c in gc.trace.conditions[0].checks)
+    reads = next(f for f in report.findings if f.id == "host.item_reads")
+    assert any(c.test == "item_sync_calls_per_step gte 1" and c.actual == 5.0 for c in reads.trace.conditions[0].checks)
 
 
 def test_explain_says_which_condition_failed_and_the_value(tmp_path):
@@ -265,8 +265,8 @@ def test_explain_says_which_condition_failed_and_the_value(tmp_path):
 
 def test_diagnose_explain_shows_conditions_in_the_terminal():
     result = subprocess.run(["advisor", "diagnose", str(FIXTURE), "--explain"], env=_cli_env(), capture_output=True, text=True)
-    assert "Why it fired: host.online_compilation (built-in" in result.stdout
-    assert "✓ compile_calls_per_step gte 1  (19.00)" in result.stdout
+    assert "Why it fired: host.item_reads (built-in" in result.stdout
+    assert "✓ item_sync_calls_per_step gte 1  (5.00)" in result.stdout
 
 
 # ---- show, list, docs ----
@@ -276,7 +276,7 @@ def test_rules_show_prints_conditions_recommendation_and_cases():
     result = subprocess.run(["advisor", "rules", "show", "host.online_compilation"], env=_cli_env(), capture_output=True, text=True)
     assert result.returncode == 0
     for expected in ("category: host-dispatch", "compile_calls_per_step: {gte: 1}", "recommends host.online_compilation",
-                     "1. At the top of the entry script", "fire  fires on the real job"):
+                     "1. At the top of the entry script", "quiet quiet on the real job"):
         assert expected in result.stdout
 
 
