@@ -59,3 +59,26 @@ class KnowledgeEntry(_Model):
     gain: Gain
     caveats: list[BilingualText] = Field(default_factory=list)
     references: list[Reference] = Field(default_factory=list)
+
+
+def public_reference(reference: Reference) -> str:
+    """A reference as a reader finds it: its title, the public document it is part of when it cites one of the
+    documents the knowledge base was written from (``seed``: a file name of the project's sources, never shown),
+    and its address when it has one."""
+    documents = {  # seed file -> the public document, with where to find it
+        "000_42cb957bbaee5e10.txt": "Affinity Operator Tuning Strategy, in the PyTorch Training Model Migration and "
+                                    "Tuning Guide (performance tuning) of the Ascend Extension for PyTorch "
+                                    "documentation, hiascend.com",
+        "001_af5443d281642cbd.txt": "昇腾CANN, “基于Ascend C的MC²通算融合算子性能优化最佳实践” (best practices for the "
+                                    "performance of MC² compute-communication fusion operators with Ascend C), Huawei "
+                                    "Cloud developer community blog (bbs.huaweicloud.com), 2025-04-08",
+        "002_abb952cf9650c997.txt": "“图内标定SuperKernel范围” (marking SuperKernel scopes in the graph), TorchAir "
+                                    "documentation of the Ascend Extension for PyTorch (max-autotune mode), hiascend.com",
+        "003_83b691473dcb9c76.txt": "“昇腾大模型性能分析思路” (a performance-analysis approach for large models on "
+                                    "Ascend), CSDN blog",
+    }
+    text = reference.title
+    document = documents.get(reference.seed or "")
+    if document and document not in text:
+        text += f" — {document}"
+    return f"{text} <{reference.url}>" if reference.url else text

@@ -29,7 +29,7 @@ from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
 from advisor.facts import BottleneckFact, BreakdownFact, CommunicationFact, Fact, FactSet, IdleFact, OperatorFact
 from advisor.gates import Known, check_preconditions
-from advisor.knowledge import KnowledgeEntry
+from advisor.knowledge import KnowledgeEntry, public_reference
 from advisor.report import (
     CodeChange,
     Derivation,
@@ -280,7 +280,7 @@ def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None) 
         gain_model=collapse(entry.gain.model.get(lang)),
         stated_gain=collapse(entry.gain.stated.get(lang)) if entry.gain.stated else None,
         caveats=[collapse(c.get(lang)) for c in entry.caveats],
-        references=[_reference(r) for r in entry.references],
+        references=[public_reference(r) for r in entry.references],
     )
 
 
@@ -407,26 +407,3 @@ def known_about(facts: list[Fact]) -> Known:
         compute_capability=getattr(context, "compute_capability", None),
         execution_mode=getattr(model, "execution_mode", None),
     )
-
-
-def _reference(reference) -> str:
-    """A reference as a reader finds it: its title, the public document it is part of when it cites one of the
-    documents the knowledge base was written from (``seed``: a file name of the project's sources, never shown),
-    and its address when it has one."""
-    documents = {  # seed file -> the public document, with where to find it
-        "000_42cb957bbaee5e10.txt": "Affinity Operator Tuning Strategy, in the PyTorch Training Model Migration and "
-                                    "Tuning Guide (performance tuning) of the Ascend Extension for PyTorch "
-                                    "documentation, hiascend.com",
-        "001_af5443d281642cbd.txt": "昇腾CANN, “基于Ascend C的MC²通算融合算子性能优化最佳实践” (best practices for the "
-                                    "performance of MC² compute-communication fusion operators with Ascend C), Huawei "
-                                    "Cloud developer community blog (bbs.huaweicloud.com), 2025-04-08",
-        "002_abb952cf9650c997.txt": "“图内标定SuperKernel范围” (marking SuperKernel scopes in the graph), TorchAir "
-                                    "documentation of the Ascend Extension for PyTorch (max-autotune mode), hiascend.com",
-        "003_83b691473dcb9c76.txt": "“昇腾大模型性能分析思路” (a performance-analysis approach for large models on "
-                                    "Ascend), CSDN blog",
-    }
-    text = reference.title
-    document = documents.get(reference.seed or "")
-    if document and document not in text:
-        text += f" — {document}"
-    return f"{text} <{reference.url}>" if reference.url else text

@@ -16,7 +16,7 @@ import yaml
 
 from advisor.engine.expr import resolver
 from advisor.engine.session import RuleEngine
-from advisor.knowledge import KnowledgeEntry
+from advisor.knowledge import KnowledgeEntry, public_reference
 from advisor.rulebook import Rule, RuleBook, section_text
 from advisor.ruletests import case_fact
 from advisor.text import collapse
@@ -187,8 +187,7 @@ def _knowledge_page(entry: KnowledgeEntry, recommended_by: list[str]) -> str:
     if entry.references:
         lines += ["## Sources", ""]
         for reference in entry.references:
-            where = f" <{reference.url}>" if reference.url else f" (seed `{reference.seed}`)" if reference.seed else ""
-            lines.append(f"- {reference.title}{where}")
+            lines.append(f"- {public_reference(reference)}")
         lines.append("")
     return "\n".join(lines)
 

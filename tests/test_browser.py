@@ -122,8 +122,9 @@ def test_comparison_in_the_browser(browser, tmp_path, lang):
 def test_every_category_in_the_browser(browser, every_category, tmp_path, lang):
     path, context = every_category
     report = diagnose(path, lang=lang, context=context)
-    # every category but 'profiling' (its findings need data this full profile has) and 'comparison' (advisor compare)
-    assert {f.category for f in report.findings} == set(CATEGORIES) - {"profiling", "comparison"}
+    # every category but 'comparison' (advisor compare); its only 'profiling' finding is that two steps are few
+    assert {f.category for f in report.findings} == set(CATEGORIES) - {"comparison"}
+    assert [f.id for f in report.findings if f.category == "profiling"] == ["profiling.few_steps"]
     values = _visit(browser, report, f"report-every-category-{lang}", tmp_path)
     assert set(values["charts"]) == ALL_CHARTS
 

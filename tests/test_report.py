@@ -293,16 +293,20 @@ def test_charts_draw_whole_names_and_no_pareto_below_four_operators(example):
 
 
 def test_references_name_public_documents_never_internal_files():
-    from advisor.plan import _reference
+    from advisor.knowledge import public_reference
     from advisor.rulebook import load_rulebook
+    from advisor.ruledocs import rule_docs
 
     book = load_rulebook(installed=False)
     cited = [(entry.id, r) for entry in book.knowledge.values() for r in entry.references]
     assert sum(r.seed is not None for _, r in cited) > 20
     for entry_id, reference in cited:
-        text = _reference(reference)
+        text = public_reference(reference)
         assert not re.search(r"seed|\.txt|\b00\d_[0-9a-f]{6}", text, re.I), (entry_id, text)
         if reference.seed:  # where to find it: a site, or an address
             assert re.search(r"hiascend\.com|huaweicloud\.com|CSDN", text), (entry_id, text)
     markdown = render_markdown(advisor.diagnose(REAL))
     assert "seed" not in markdown.lower()
+    # nor the rule catalogue, the knowledge's stated gains and sources
+    for name, page in rule_docs(book).items():
+        assert not re.search(r"\bseed\b|seed-0|kb-facts|种子", page, re.I), name

@@ -171,7 +171,7 @@ class ChainFact(Fact):
 
 
 class Mc2Fact(Fact):
-    """A MatMul and a collective on its output (or input) running one after the other: what MC2 fuses (seed 001).
+    """A MatMul and a collective on its output (or input) running one after the other: what MC2 fuses (the MC² best-practice article).
 
     One fact per pattern and MatMul shape; times are means per occurrence of that shape. A pair counts only when the
     collective carries the MatMul's data (its payload, from the MB it sent and the group's size, within 25 % of the
@@ -639,11 +639,11 @@ class ModelFact(Fact, ModelSettings):
     activation_mb: Micros | None = Field(
         None, description="One micro-batch activation [b, s, h] in MiB (micro_batch_size, sequence_length, hidden_size, dtype; bf16 when unknown)."
     )
-    hccl_buffsize_mb: int | None = Field(None, ge=1, description="Recommended HCCL_BUFFSIZE: activation_mb rounded up (seed 003).")
+    hccl_buffsize_mb: int | None = Field(None, ge=1, description="Recommended HCCL_BUFFSIZE: activation_mb rounded up (the large-model performance-analysis guide).")
 
 
 class LayoutFact(Fact):
-    """The parallel layout seed 003's decision order gives for the model and hardware in --context, next to the one in use."""
+    """The parallel layout the large-model performance-analysis guide's decision order gives for the model and hardware in --context, next to the one in use."""
 
     family: ClassVar[str] = "layout"
     source: ClassVar[str] = "--context (parameters_billion, device_memory_gb, cards_per_node, tensor/pipeline/data_parallel) and the rank count"

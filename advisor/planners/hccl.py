@@ -1,4 +1,4 @@
-"""HCCL_BUFFSIZE from the activation size (seed 003 §5; formula per shared/knowledge/seed-formulas.md §B).
+"""HCCL_BUFFSIZE from the activation size (the Ascend large-model performance-analysis guide §5; formula per shared/knowledge/seed-formulas.md §B).
 
 HCCL_BUFFSIZE [MB] = ceil(micro-batch × sequence length × hidden size × bytes per element / 2^20): the
 size of one micro-batch activation [b, s, h], which is what tensor- and sequence-parallel collectives

@@ -1,6 +1,6 @@
-"""MC2 tile planner: how to split a MatmulAllReduce along M so compute and communication overlap (seed 001).
+"""MC2 tile planner: how to split a MatmulAllReduce along M so compute and communication overlap (the Huawei Cloud MC² best-practice article).
 
-Procedure (seed 001, with the choices of shared/knowledge/seed-formulas.md §A):
+Procedure (the Huawei Cloud MC² best-practice article, with the choices of shared/knowledge/seed-formulas.md §A):
 
 1. The bound is the longer of the measured un-fused MatMul and AllReduce times.
 2. Short-block candidates are the smallest integers meeting three minimum sizes: a·K·N ≥ 4·2^30,
@@ -32,7 +32,7 @@ _MIB = 1 << 20
 
 
 def seed_comm_fit_us(x_mib: float) -> float:
-    """Seed 001's fitted 8-rank AllReduce time (µs) for x MiB (N = 8192, fp16, its cluster)."""
+    """The Huawei Cloud MC² best-practice article's fitted 8-rank AllReduce time (µs) for x MiB (N = 8192, fp16, its cluster)."""
     if x_mib < 8:
         return -0.9698202 * x_mib**2 + 27.0622573 * x_mib + 14.769
     return 13.58491263 * x_mib + 61.508333
@@ -90,7 +90,7 @@ def plan_mc2(
     full_fit = seed_comm_fit_us(mib(m))
     if comm_us is None:
         comm_us = full_fit * factor
-        notes.append("no measured AllReduce time: using seed 001's fitted curve, which belongs to its own cluster")
+        notes.append("no measured AllReduce time: using the Huawei Cloud MC² best-practice article's fitted curve, which belongs to its own cluster")
     scale = comm_us / (full_fit * factor)
 
     def comm_cost(rows: float) -> float:

@@ -1,11 +1,11 @@
-"""Parallel layout from model size and hardware (seed 003 §1 as a decision table; seed-formulas.md §C).
+"""Parallel layout from model size and hardware (the Ascend large-model performance-analysis guide §1 as a decision table; seed-formulas.md §C).
 
 Order of decisions: tensor parallelism first, never beyond the cards of one node (its collectives need
 the fast intra-node links); then pipeline parallelism across nodes with as few stages as fit (every
 stage adds pipeline bubbles); data parallelism over what is left; ZeRO-1 and selective recomputation
 when the model still does not fit on the hardware available.
 
-Seed 003 gives no memory formula, so this planner uses the usual estimate for mixed-precision Adam:
+The Ascend large-model performance-analysis guide gives no memory formula, so this planner uses the usual estimate for mixed-precision Adam:
 16 bytes per parameter (2 weights + 2 gradients + 12 fp32 master weights and moments), divided by
 TP·PP; ZeRO-1 shards the 12 optimizer bytes over DP; activations per card (``activation_gb``, for one
 micro-batch without parallelism, 0 when unknown) divide by TP, and selective recomputation keeps a fifth
