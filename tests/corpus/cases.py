@@ -1137,7 +1137,8 @@ def _no_escapes_on_stderr(_stdout: str, stderr: str, _directory: Path) -> None:
 def _injection() -> list[Case]:
     pack_args = ("--rules", "{dir}/pack")
     cases = [Case(f"injection/pack-knowledge/{fmt}", "single", _hostile_knowledge, 0, (), None,
-                  args=(*pack_args, "-f", fmt), checks=(_no_pack_links(fmt),)) for fmt in ("md", "html")]
+                  args=(*pack_args, "-f", fmt, "--detail", "full"), checks=(_no_pack_links(fmt),))
+             for fmt in ("md", "html")]  # the full report: the pack's low finding and every action of its knowledge
     names = {"ansi": "rank\x1b[31mRED\x1b[0m_ascend_pt", "osc-link": "rank\x1b]8;;evil.example\x07x\x1b]8;;\x07_ascend_pt",
              "rich-markup": "rank[/bad][link=evil.example]x_ascend_pt",  # a directory "rank[" holding "bad][link=…"
              "bidi": "rank\u202egnp.exe_ascend_pt"}
