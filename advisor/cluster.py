@@ -1,6 +1,6 @@
 """Cluster scale: one task per rank — read it, compute its facts — then one reduce over what the tasks return.
 
-A task (``run_rank_task``) reads one rank directory or PyTorch trace and returns a RankFacts (``facts.rank``): the
+A task (``run_rank_task``) reads one rank directory or PyTorch trace and returns a RankFacts (``facts.rank``, ``facts.scope``): the
 rank's facts and the small tables the cross-rank facts need, never the rank's tables. ``facts.reduce`` then computes
 the cross-rank facts. So this process holds the tasks' results and never every rank's tables at once: its memory
 stays flat in the number and size of ranks, beyond the facts themselves.
@@ -33,8 +33,9 @@ import pandas as pd
 
 from advisor.errors import InputError
 from advisor.facts.cluster import collective_stragglers
-from advisor.facts.rank import RankFacts, rank_facts
+from advisor.facts.rank import rank_facts
 from advisor.facts.reduce import FactSet, group_waits, reduce_facts, stacked, step_counts
+from advisor.facts.scope import RankFacts
 from advisor.ingest import number_traces
 from advisor.ingest.ascend import Reader
 from advisor.ingest.discover import KINETO_FORMAT, Layout, RankDir, discover

@@ -25,8 +25,10 @@ from advisor.facts.models import (
     StepFact,
     TransportFact,
 )
-from advisor.facts.rank import MAX_STEP_FACTS, RankFacts, RankMeta, listed_steps, rank_facts
+from advisor.facts.rank import rank_facts
 from advisor.facts.reduce import FactSet, reduce_facts
+from advisor.facts.scope import RankFacts, RankMeta
+from advisor.facts.steps import MAX_STEP_FACTS, listed_steps
 from advisor.ingest import Profile
 from advisor.parallel import fork_map
 from advisor.usercontext import UserContext

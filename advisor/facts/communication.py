@@ -1,4 +1,5 @@
-"""Communication facts: pure functions over the tables of communication.json."""
+"""Communication: pure functions over the tables of communication.json, and the tables a rank hands to the
+cross-rank communication facts (``facts.reduce``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from advisor.facts.models import Fact
+from advisor.facts.scope import RankScope, columns_of
+from advisor.facts.windows import inside, profiler_step_windows
+from advisor.ingest.gpu import nccl_collectives
 
 # Ops moving less than this over a transport are "small" (msprof-analyze's packet check: SDMA 16 MB, RDMA 1 MB).
 SMALL_OP_MB = {"RDMA": 1.0}
@@ -314,3 +320,21 @@ def op_traffic(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     out = collective.merge(sent, on=["step", "op_name", "group"], how="left")
     out["transit_mb"] = out["transit_mb"].fillna(0.0)
     return out.reset_index(drop=True)
+
+
+def communication_tables(scope: RankScope) -> list[Fact]:
+    """No facts of its own: the small tables the reduce computes the communication facts from — a GPU rank's NCCL
+    kernels, the HCCL Notify_Wait time per peer, the ops and their traffic, the matrix's links and communicators."""
+    rank, out = scope.rank, scope.out
+    if rank.platform == "gpu" and rank.kineto is not None and rank.kernels is not None:
+        out.nccl = nccl_collectives(rank.kineto, rank.kernels.frame["step"])
+    if rank.trace is not None and not rank.trace.notify.empty:
+        windows = profiler_step_windows(rank.trace.host)
+        out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
+    if rank.platform != "gpu" and rank.communication is not None:
+        out.traffic = columns_of(rank.communication.traffic)
+        out.ops = columns_of(transit_from_bandwidth(rank.communication.ops, rank.communication.traffic))
+    if rank.matrix is not None and not rank.matrix.empty:
+        out.matrix_groups = matrix_members(rank.matrix)
+        out.matrix = columns_of(rank.matrix)
+    return []

@@ -7,7 +7,7 @@ from typing import Any
 from advisor.facts.models import ContextFact
 from advisor.ingest import Profile
 
-# Profile-wide facts read ranks through these attributes, which a RankData and a RankMeta (facts.rank) both have:
+# Profile-wide facts read ranks through these attributes, which a RankData and a RankMeta (facts.scope) both have:
 # rank, path, file(), platform, profiler_info, device_info; a RankMeta also carries hardware_hint, info_file,
 # device_info_file and the kineto_* fields, which ``_meta`` computes for a RankData.
 
@@ -85,7 +85,7 @@ def _meta(rank):
     """A RankMeta of ``rank`` (itself when it is one)."""
     if hasattr(rank, "hardware_hint"):
         return rank
-    from advisor.facts.rank import RankMeta  # rank.py imports this module
+    from advisor.facts.scope import RankMeta  # scope.py imports this module
 
     return RankMeta.of(rank)
 

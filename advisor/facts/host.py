@@ -14,7 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from advisor.facts.windows import inside
+from advisor.facts.gpu import analysis_window, gpu_summary
+from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact
+from advisor.facts.scope import RankScope, Shown, file_source
+from advisor.facts.windows import inside, profiler_step_windows
+from advisor.ingest.model import RankData
 from advisor.intervals import union
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
@@ -227,3 +231,47 @@ def api_calls(host: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     grouped = ops.groupby("name", sort=True)["dur"].agg(["size", "sum"]).reset_index()
     return pd.DataFrame({"name": grouped["name"], "calls_per_step": grouped["size"] / steps,
                          "us_per_step": grouped["sum"] / steps})
+
+
+def host_facts(scope: RankScope) -> list[Fact]:
+    """The host's summary, its busiest API calls, the DataLoader and, on a GPU, the HTA figures."""
+    show, rank, breakdown = scope.show, scope.rank, scope.breakdown
+    if rank.trace is None:
+        return []
+    trace = rank.trace
+    windows = profiler_step_windows(trace.host)
+    path = show(rank.file("trace_view.json"))
+    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, RUNTIME_NAMES[rank.platform])
+    step_time = breakdown.step_time_us if breakdown is not None else None
+    if step_time is None and not windows.empty:  # no device breakdown: the host's ProfilerStep windows are the step
+        step_time = float((windows["end"] - windows["start"]).mean()) or None
+    facts: list[Fact] = [
+        HostFact(id=f"host:r{rank.rank}", sources=[file_source(show, rank, "trace_view.json", "CANN, Python, Ascend Hardware, HostToDevice")],
+                 rank=rank.rank, steps=max(len(windows), 1), **summary,
+                 gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
+                 optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
+    ]
+    for row in api_calls(trace.host, windows).to_dict("records"):
+        facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[{_host_process(rank)}: {row['name']}]"],
+                             rank=rank.rank, name=row["name"], calls_per_step=float(row["calls_per_step"]),
+                             us_per_step=float(row["us_per_step"])))
+    loading = dataloader_summary(trace.host, windows)
+    if loading is not None:
+        share = min(loading["us_per_step"] / step_time, 1.0) if step_time else None
+        facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[{_host_process(rank)}: *DataLoader*]"],
+                                    rank=rank.rank, share_of_step=share, **loading))
+    if rank.kineto is not None and not rank.kineto.gpu.empty:
+        facts.append(_gpu_fact(show, rank))
+    return facts
+
+
+def _host_process(rank: RankData) -> str:
+    return "cpu_op" if rank.platform == "gpu" else "Python"
+
+
+def _gpu_fact(show: Shown, rank: RankData) -> GpuFact:
+    trace = rank.kineto
+    assert trace is not None
+    gpu, steps = analysis_window(trace.gpu, trace.runtime, trace.cpu)
+    return GpuFact(id=f"gpu:r{rank.rank}", sources=[f"{show(trace.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime]"],
+                   rank=rank.rank, device=trace.device_name, steps=steps, **gpu_summary(gpu, trace.runtime, steps))

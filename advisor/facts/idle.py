@@ -19,7 +19,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from advisor.intervals import EMPTY, intersect, length, subtract, union
+from advisor.facts.host import OPTIMIZER_STEP, RUNTIME_NAMES, ZERO_GRAD, compile_calls, dataloader_calls, matching, sync_calls
+from advisor.facts.models import Fact, IdleFact
+from advisor.facts.scope import RankScope, file_source
+from advisor.facts.windows import kernel_step_windows, profiler_step_windows
+from advisor.ingest.kinetosteps import launch_times, step_windows
+from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
 
 HOST_PARTS = ("dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad")
 PARTS = (*HOST_PARTS, "sync", "copy", "dispatch", "host")
@@ -106,3 +111,74 @@ def _late_launches(gaps: np.ndarray, tasks: pd.DataFrame) -> tuple[float, float]
     late = found & (launched > gaps[:, 0])
     sizes = gaps[:, 1] - gaps[:, 0]
     return float(sizes[late].sum()), float(sizes[~late].sum())
+
+
+def idle_facts(scope: RankScope) -> list[Fact]:
+    """Where the device's idle time per step goes (``facts.idle``). On a GPU the idle time is measured in the step
+    windows of the breakdown; on Ascend it is the Overlap Analysis lane ``Free`` (torch_npu's own idle intervals)
+    inside the ProfilerStep windows, else the device step windows without their kernels."""
+    show, rank, breakdown = scope.show, scope.rank, scope.breakdown
+    if rank.trace is None:
+        return []
+    trace, names = rank.trace, RUNTIME_NAMES[rank.platform]
+    if rank.kineto is not None:
+        gpu = rank.kineto.gpu
+        if gpu.empty:  # a CPU-only trace: there is no device to be idle
+            return []
+        windows = step_windows(gpu, rank.kineto.runtime, rank.kineto.cpu)
+        busy = merged(gpu.loc[gpu["kind"].isin(["compute", "communication"])])
+        free = subtract(_window_set(windows), busy)
+        copies = merged(gpu.loc[gpu["kind"] == "memory"])
+        tasks = pd.DataFrame({"device_ts": gpu["ts"], "launch_ts": gpu["correlation"].map(launch_times(rank.kineto.runtime))})
+        source = f"{show(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
+    else:
+        kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame()
+        timed = {"start_us", "duration_us"} <= set(kernels.columns)  # a kernel table may lack Start Time
+        busy = spans(kernels[["start_us", "duration_us"]].set_axis(["ts", "dur"], axis=1).dropna() if timed else pd.DataFrame())
+        lanes = trace.overlap.loc[trace.overlap["lane"] == "Free"]
+        device_windows = kernel_step_windows(kernels)
+        windows = profiler_step_windows(trace.host) if not lanes.empty else device_windows
+        if windows.empty:
+            windows = device_windows if not device_windows.empty else profiler_step_windows(trace.host)
+        free = subtract(_window_set(windows), busy) if lanes.empty else intersect(spans(lanes), _window_set(windows))
+        copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])
+        tasks = trace.launches
+        source = file_source(show, rank, "trace_view.json", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
+    if windows.empty:
+        return []
+    apis = trace.apis
+    host = {"dataloader": spans(dataloader_calls(trace.host)),
+            "compile": spans(compile_calls(apis, names)),
+            "allocator": spans(apis.loc[matching(apis["name"], names.allocator)]),
+            "gc": spans(trace.host.loc[trace.host["cat"] == "GC"]),
+            "optimizer": spans(trace.host.loc[matching(trace.host["name"], OPTIMIZER_STEP)]),
+            "zero_grad": spans(trace.host.loc[matching(trace.host["name"], ZERO_GRAD)])}
+    program_syncs, item_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
+    copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
+
+    def parts_of(idle: np.ndarray) -> dict[str, float]:
+        return attribute_idle(idle, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs))
+
+    parts = parts_of(free)
+    item_sync = parts.pop("item_sync")
+    count = len(windows)
+    step = breakdown.step_time_us if breakdown is not None else float((windows["end"] - windows["start"]).sum()) / count
+    idle = length(free) / count
+    per_step = {part: value / count for part, value in parts.items()}
+    largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None
+    share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)
+    spread = step_outliers(windows, free, parts_of)
+    if spread:
+        spread["outlier_excess_share_of_step"] = share(spread["outlier_excess_us"], step)
+    return [IdleFact(
+        id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
+        idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
+        **{f"{part}_share_of_step": share(value, step) for part, value in per_step.items()},
+        largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
+        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=item_sync / count, **spread,
+    )]
+
+
+def _window_set(windows: pd.DataFrame) -> np.ndarray:
+    """Step windows as a sorted interval set."""
+    return union(windows[["start", "end"]].to_numpy(float))

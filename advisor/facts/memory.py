@@ -1,8 +1,14 @@
-"""Memory facts: pure functions over memory_record, operator_memory, npu_module_mem and kernel timing."""
+"""The memory fact families: the allocator and the top allocating operators, over memory_record, operator_memory,
+npu_module_mem and kernel timing."""
 
 from __future__ import annotations
 
 import pandas as pd
+
+from advisor.facts.models import AllocationFact, Fact, MemoryFact
+from advisor.facts.scope import RankScope, Shown, float_or_none, file_source
+from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
+from advisor.ingest.model import RankData
 
 MB_PER_KB = 1 / 1024
 MAX_TIMES_LISTED = 20
@@ -53,3 +59,82 @@ def top_allocators(operator_memory: pd.DataFrame, limit: int = 10) -> pd.DataFra
     summary = summary.sort_values(["allocated_kb", "name"], ascending=[False, True], kind="stable").head(limit)
     summary["position"] = range(1, len(summary) + 1)
     return summary.reset_index(drop=True)
+
+
+def memory_facts(scope: RankScope) -> list[Fact]:
+    """The allocator's peaks, reorganisations and timeline, and the operators that allocate the most."""
+    show, rank, user = scope.show, scope.rank, scope.user
+    facts: list[Fact] = []
+    if rank.memory_record is not None:
+        component, series = allocator_series(rank.memory_record.frame)
+        if not series.empty:
+            windows, window_source = _memory_windows(show, rank)
+            drops = inside(reserved_drops(series), windows, "timestamp_us")["timestamp_us"]
+            unused, unused_ratio = reserved_unused_at_peak(series)
+            line = timeline(series)
+            records = rank.memory_record.frame
+            app = records.loc[records["component"] == "APP", "reserved_mb"]
+            sources = [file_source(show, rank, "memory_record.csv", "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)")]
+            if not windows.empty:
+                sources.append(window_source)
+            hccl = None
+            if rank.module_memory is not None:
+                modules = rank.module_memory.frame
+                hccl_rows = modules.loc[modules["component"] == "HCCL", "reserved_mb"]
+                hccl = float(hccl_rows.max()) if hccl_rows.notna().any() else None
+                sources.append(f"{show(rank.module_memory.path)}[Component,Total Reserved(MB)]")
+            peak = float(app.max()) if app.notna().any() else float(series["reserved_mb"].max())
+            capacity = user.model.device_memory_gb * 1024 if user and user.model and user.model.device_memory_gb else None
+            if capacity:
+                sources.append(user.model_source)
+            facts.append(
+                MemoryFact(
+                    id=f"memory:r{rank.rank}",
+                    sources=sources,
+                    rank=rank.rank,
+                    component=component,
+                    peak_allocated_mb=float_or_none(series["allocated_mb"].max()) or 0.0,
+                    peak_reserved_mb=float(series["reserved_mb"].max()),
+                    reserved_unused_mb=unused,
+                    reserved_unused_ratio=min(unused_ratio, 1.0),
+                    reorganisations=len(drops),
+                    reorganisations_per_step=len(drops) / max(len(windows), 1),
+                    reorganisation_times_us=[float(t) for t in drops.head(MAX_TIMES_LISTED)],
+                    steps_observed=len(windows),
+                    process_peak_reserved_mb=float(app.max()) if app.notna().any() else None,
+                    hccl_reserved_mb=hccl,
+                    capacity_mb=capacity,
+                    peak_share_of_capacity=min(peak / capacity, 1.0) if capacity else None,
+                    timeline_us=[float(t) for t in line["timestamp_us"]],
+                    timeline_allocated_mb=[float(v) if v == v else 0.0 for v in line["allocated_mb"]],
+                    timeline_reserved_mb=[float(v) for v in line["reserved_mb"]],
+                )
+            )
+    if rank.operator_memory is not None:
+        source = f"{show(rank.operator_memory.path)}[Name,Size(KB)]"
+        for row in top_allocators(rank.operator_memory.frame).to_dict("records"):
+            facts.append(
+                AllocationFact(
+                    id=f"allocation:r{rank.rank}:{row['position']}",
+                    sources=[source],
+                    rank=rank.rank,
+                    op_name=str(row["name"]),
+                    allocations=int(row["allocations"]),
+                    allocated_mb=float(row["allocated_mb"]),
+                    largest_mb=float(row["largest_mb"]),
+                    share_of_allocated=min(float(row["share_of_allocated"]), 1.0),
+                    position=int(row["position"]),
+                )
+            )
+    return facts
+
+
+def _memory_windows(show: Shown, rank: RankData) -> tuple[pd.DataFrame, str]:
+    """The step windows allocator events are counted in, and their source. A PyTorch trace's [memory] events
+    are host-side allocator calls, so its host ProfilerStep windows; on Ascend the device windows of the kernels."""
+    if rank.platform == "gpu" and rank.trace is not None:
+        windows = profiler_step_windows(rank.trace.host)
+        if not windows.empty:
+            return windows, f"{show(rank.file('trace_view.json'))}[ProfilerStep#N windows]"
+    windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
+    return windows, file_source(show, rank, "kernel_details.csv", "Step Id,Start Time(us),Duration(us)")

@@ -1,14 +1,19 @@
-"""Operator statistics: pure functions over kernel_details (or op_statistic) tables."""
+"""The operator fact family: operator statistics over kernel_details (or op_statistic) tables."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from advisor.facts.context import core_counts_of, device_entry
+from advisor.facts.models import Fact, OperatorFact
+from advisor.facts.scope import RankScope, float_or_none, file_source
 from advisor.ingest.ascend import PIPE_RATIOS
 
 COMMUNICATION_CORES = frozenset({"HCCL", "COMMUNICATION"})
 COPY_CORES = frozenset({"MEMORY"})  # memory copies and sets of a GPU trace: device time, but not compute
+_KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,Input Shapes,Input Data Types,aic_*_ratio,aiv_*_ratio"
+_STATISTIC_COLUMNS = "OP Type,Core Type,Count,Total Time(us),Max Time(us)"
 
 
 def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -166,3 +171,68 @@ def misaligned_axis(op_type: str, shapes: str | None) -> str | None:
     elif op_type.startswith("FlashAttention") and operands and len(operands[0]) == 4 and operands[0][-1] % 128:
         return f"head dim D={operands[0][-1]} (not a multiple of 128)"
     return None
+
+
+def operator_facts(scope: RankScope) -> list[Fact]:
+    """The operator facts; ``needs_cores`` when their Block Dim remainders wait for the core counts of another rank's
+    device (this rank's device info.json is missing: the reduce fills them in, see ``facts.reduce``)."""
+    show, rank, steps, breakdown = scope.show, scope.rank, scope.steps, scope.breakdown
+    step_numbers = [s.step for s in steps if s.step is not None]
+    if rank.kernels is not None:
+        kernels = in_steps(compute_kernels(rank.kernels.frame), step_numbers)
+        step_count = len(step_numbers) or distinct_steps(kernels)
+        stats = operator_stats(kernels, step_count)
+        source = file_source(show, rank, "kernel_details.csv", f"Name,{_KERNEL_COLUMNS}")
+    elif rank.op_statistic is not None:
+        stats = operator_stats_from_statistic(rank.op_statistic.frame, len(steps))
+        source = f"{show(rank.op_statistic.path)}[{_STATISTIC_COLUMNS}]"
+    else:
+        return []
+    step_time = breakdown.step_time_us if breakdown is not None else None
+    device = device_entry(rank.device_info)
+    cores = core_counts_of(device)
+    facts = []
+    for row in stats.to_dict("records"):
+        share_of_step = min(row["total_us_per_step"] / step_time, 1.0) if step_time else None
+        facts.append(
+            OperatorFact(
+                id=f"operator:r{rank.rank}:{row['position']}",
+                sources=[source],
+                rank=rank.rank,
+                op_type=str(row["type"]),
+                accelerator_core=None if pd.isna(row["accelerator_core"]) else str(row["accelerator_core"]),
+                type_source=row["type_source"],
+                count_per_step=float(row["count_per_step"]),
+                total_us_per_step=float(row["total_us_per_step"]),
+                mean_us=float(row["mean_us"]),
+                max_us=float(row["max_us"]),
+                share_of_compute=min(float(row["share_of_compute"]), 1.0),
+                share_of_step=share_of_step,
+                position=int(row["position"]),
+                **_pipe_fields(row, cores),
+            )
+        )
+    scope.out.needs_cores = not device
+    return facts
+
+
+def _pipe_fields(row: dict, cores: dict[str, int | None]) -> dict:
+    """Block Dim, its remainder over the core count where known, and the busiest PMU pipe of an operator type."""
+    block_dim = float_or_none(row.get("block_dim"))
+    core_count = cores.get("vector" if str(row.get("accelerator_core")) == "AI_VECTOR_CORE" else "cube")
+    pipe = row.get("busiest_pipe")
+    ratio = float_or_none(row.get("busiest_pipe_ratio"))
+    return {
+        "block_dim": int(block_dim) if block_dim is not None else None,
+        "block_dim_remainder": int(block_dim) % core_count if block_dim is not None and core_count else None,
+        "busiest_pipe": str(pipe).removesuffix("_ratio") if isinstance(pipe, str) else None,
+        "busiest_pipe_ratio": min(ratio, 1.0) if ratio is not None else None,
+        "input_dtypes": str(row["input_dtypes"]) if isinstance(row.get("input_dtypes"), str) else None,
+        "misaligned_axis": misaligned_axis(str(row["type"]), row.get("input_shapes") if isinstance(row.get("input_shapes"), str) else None),
+    }
+
+
+def distinct_steps(kernels: pd.DataFrame) -> int:
+    if "step" not in kernels:
+        return 1
+    return max(int(kernels["step"].dropna().nunique()), 1)

@@ -6,12 +6,18 @@ the communicator groups and their members (parallel_group_info, else the matrice
 (which need the groups' names and sizes), a GPU job's NCCL waits (its collectives matched across ranks), the link,
 spread, straggler and pipeline facts, the profile breakdown, the context and environment. No rank's tables are
 needed: the tasks returned the small ones this uses.
+
+``REDUCE_FAMILIES`` lists the cross-rank fact families in report order: those that lead the report (``lead``), those
+computed for each rank and placed between its own head and tail facts (``rank``), those that end it (``end``). Each
+extractor takes the ProfileScope (for a ``rank`` family, with ``rank`` set to the rank at hand).
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -54,9 +60,9 @@ from advisor.facts.models import (
     StragglerFact,
     TransportFact,
 )
-from advisor.facts.rank import Columns, RankFacts, RankMeta, _source, columns_of
+from advisor.facts.scope import Columns, RankFacts, RankMeta, columns_of, file_source
 from advisor.facts.sequences import mc2_candidates
-from advisor.facts.steps import RATIO_COLUMNS, TIME_COLUMNS, mean_step
+from advisor.facts.steps import mean_step, times
 from advisor.ingest.gpu import match_nccl
 from advisor.ingest.groups import Group, groups_by_hash
 from advisor.ingest.model import Profile
@@ -77,13 +83,18 @@ class FactSet:
         return [f for f in self.facts if isinstance(f, family)]
 
 
-class _Cluster:
-    """The ranks' small tables, indexed once for the cross-rank facts: every rank's ops, traffic and links are
-    summarised in one pass over all ranks (``every``, their ops with a ``rank`` column)."""
+class ProfileScope:
+    """What the cross-rank families read: the profile, every rank's RankFacts and their small tables indexed once
+    (every rank's ops, traffic and links are summarised in one pass over all ranks: ``every``, their ops with a
+    ``rank`` column), the user's context, and for a family run per rank, that rank (``rank``)."""
 
-    def __init__(self, profile: Profile, ranks: list[RankFacts]) -> None:
+    def __init__(self, profile: Profile, ranks: list[RankFacts], user: UserContext | None) -> None:
         self.profile = profile
         self.ranks = ranks
+        self.user = user
+        self.rank: RankFacts | None = None
+        self.hardware = next((r.meta.hardware_hint for r in ranks if r.meta.hardware_hint), None)
+        self.breakdowns = [r.breakdown for r in ranks if r.breakdown is not None]
         self.ops: dict[int, Columns] = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
         self.every = stacked(self.ops)
         self.known: dict[str, Group] = {h: g for r in ranks for h, g in groups_by_hash(r.meta.metadata).items()}
@@ -100,6 +111,15 @@ class _Cluster:
         traffic = stacked({r.meta.rank: r.traffic for r in ranks if r.traffic is not None})
         self.transports = _by_rank(transport_summary(traffic, self.steps) if not traffic.empty else None)
         self._outside: dict[str, dict[int, float] | None] = {}
+        self.groups = {h: (self.known[h].name if h in self.known else None,
+                           self.members[h].size if h in self.members else None)
+                       for h in set(self.known) | set(self.members)}
+
+    def of_rank(self, rank: RankFacts) -> ProfileScope:
+        """This scope for the families run per rank (the indexes shared)."""
+        view = copy.copy(self)
+        view.rank = rank
+        return view
 
     def outside_ms(self, group: str) -> dict[int, float] | None:
         """Per profiled member of a collective group: ms over the capture it waits for members outside the profile;
@@ -152,41 +172,54 @@ def reduce_facts(profile: Profile, ranks: list[RankFacts], user: UserContext | N
     """The FactSet of a profile from its ranks' RankFacts (in rank order). ``profile.ranks`` are their RankMetas."""
     out = FactSet()
     _attach_nccl(ranks)
-    cluster = _Cluster(profile, ranks)
-    hardware = next((r.meta.hardware_hint for r in ranks if r.meta.hardware_hint), None)
+    scope = ProfileScope(profile, ranks, user)
     fallback = next((e for r in ranks if (e := device_entry(r.meta.device_info))), None)
-    groups = {h: (cluster.known[h].name if h in cluster.known else None,
-                  cluster.members[h].size if h in cluster.members else None)
-              for h in set(cluster.known) | set(cluster.members)}
-    rank_breakdowns: list[BreakdownFact] = []
-    step_numbers: set[int] = set()
+    out.facts.extend(_run("lead", scope))
     for rank in ranks:
-        head = _with_cores(rank.head, fallback) if rank.needs_cores and fallback else rank.head
-        out.facts.extend(head)
-        if rank.mc2 is not None:
-            out.facts.extend(_mc2_fact(rank.meta.rank, row, rank.mc2.step_time, rank.mc2.sources)
-                             for row in mc2_candidates(rank.mc2.pairs, rank.mc2.step_count, groups).to_dict("records"))
-        if rank.ops is not None:
-            out.facts.extend(_communication_facts(cluster, rank, hardware))
+        out.facts.extend(_with_cores(rank.head, fallback) if rank.needs_cores and fallback else rank.head)
+        out.facts.extend(_run("rank", scope.of_rank(rank)))
         out.facts.extend(rank.tail)
         out.warnings.extend(rank.warnings)
-        step_numbers.update(rank.steps)
-        if rank.breakdown is not None:
-            rank_breakdowns.append(rank.breakdown)
-    out.facts.extend(_link_facts(profile, ranks, hardware))
-    if rank_breakdowns:
-        out.facts.append(_profile_breakdown(rank_breakdowns))
-    if len(rank_breakdowns) >= 2:
-        out.facts.extend(_spread_facts(rank_breakdowns))
-        out.facts.extend(_straggler_facts(cluster, rank_breakdowns))
-        out.facts.extend(_pipeline_facts(cluster, rank_breakdowns))
-    out.facts[:0] = [context_fact(profile, sorted(step_numbers)), *_environment_facts(profile, user)]
-    if user is not None and user.model is not None:
-        out.facts.insert(1, _model_fact(user))
-        layout = _layout_fact(user, len(profile.ranks))
-        if layout is not None:
-            out.facts.insert(2, layout)
+    out.facts.extend(_run("end", scope))
     return out
+
+
+Place = Literal["lead", "rank", "end"]
+
+
+@dataclass(frozen=True)
+class ReduceFamily:
+    """A cross-rank fact family: its extractor and where its facts go (see ``REDUCE_FAMILIES``)."""
+
+    place: Place
+    extract: Callable[[ProfileScope], list[Fact]]
+
+
+def _run(place: Place, scope: ProfileScope) -> list[Fact]:
+    return [fact for family in REDUCE_FAMILIES if family.place == place for fact in family.extract(scope)]
+
+
+def _context_facts(scope: ProfileScope) -> list[Fact]:
+    return [context_fact(scope.profile, sorted({step for rank in scope.ranks for step in rank.steps}))]
+
+
+def _model_facts(scope: ProfileScope) -> list[Fact]:
+    user = scope.user
+    return [_model_fact(user)] if user is not None and user.model is not None else []
+
+
+def _layout_facts(scope: ProfileScope) -> list[Fact]:
+    user = scope.user
+    layout = _layout_fact(user, len(scope.profile.ranks)) if user is not None and user.model is not None else None
+    return [layout] if layout is not None else []
+
+
+def _mc2_facts(scope: ProfileScope) -> list[Fact]:
+    rank = scope.rank
+    if rank is None or rank.mc2 is None:
+        return []
+    return [_mc2_fact(rank.meta.rank, row, rank.mc2.step_time, rank.mc2.sources)
+            for row in mc2_candidates(rank.mc2.pairs, rank.mc2.step_count, scope.groups).to_dict("records")]
 
 
 def _attach_nccl(ranks: list[RankFacts]) -> None:
@@ -212,20 +245,26 @@ def _with_cores(facts: list[Fact], device: dict) -> list[Fact]:
     return fixed
 
 
-def _profile_breakdown(ranks: list[BreakdownFact]) -> BreakdownFact:
+def _profile_breakdown(scope: ProfileScope) -> list[Fact]:
+    ranks = scope.breakdowns
+    if not ranks:
+        return []
     mean = mean_step(ranks)
-    return BreakdownFact(
+    return [BreakdownFact(
         id="breakdown:profile",
         sources=sorted({src for b in ranks for src in b.sources}),
         scope="profile",
         steps=max(b.steps for b in ranks),
         dominant_overhead=mean["dominant_overhead"],
-        **_times(mean),
-    )
+        **times(mean),
+    )]
 
 
-def _pipeline_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list[PipelineFact]:
+def _pipeline_facts(cluster: ProfileScope) -> list[Fact]:
     """Compute per pipeline stage, the stages from parallel_group_info, else distributed_args, else P2P traffic."""
+    breakdowns = cluster.breakdowns
+    if len(breakdowns) < 2:
+        return []
     profile = cluster.profile
     compute = {b.rank: b.compute_us for b in breakdowns if b.rank is not None}
     metadata = {r.meta.rank: r.meta.metadata for r in cluster.ranks}
@@ -256,7 +295,7 @@ def _pipeline_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list[
     return []
 
 
-def _p2p_receives(cluster: _Cluster) -> pd.DataFrame:
+def _p2p_receives(cluster: ProfileScope) -> pd.DataFrame:
     """Per (rank, P2P group): wait per step in its receive ops, and the peer rank sharing that group."""
     frame = group_waits(cluster.every, cluster.steps, "p2p", only=("hcom_receive", "hcom_batchsendrecv"))
     members = frame.groupby("group")["rank"].agg(list)
@@ -286,7 +325,10 @@ def group_waits(every: pd.DataFrame, steps: pd.Series, kind: str, only: tuple[st
     return pd.DataFrame(rows, columns=["rank", "group", "wait_us"])
 
 
-def _spread_facts(breakdowns: list[BreakdownFact]) -> list[SpreadFact]:
+def _spread_facts(scope: ProfileScope) -> list[Fact]:
+    breakdowns = scope.breakdowns
+    if len(breakdowns) < 2:
+        return []
     table = pd.DataFrame([b.model_dump() for b in breakdowns])
     sources = sorted({src for b in breakdowns for src in b.sources})
     return [
@@ -324,13 +366,16 @@ def _mc2_fact(rank: int, row: dict, step_time: float | None, sources: list[str])
     )
 
 
-def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | None) -> list[Fact]:
+def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     """Per kind: where the collectives' time goes (transit checked against Bandwidth Info), and for collectives the
     wait for members of their groups that are not in the profile; per transport: traffic and bandwidth."""
+    rank, hardware = cluster.rank, cluster.hardware
+    if rank is None or rank.ops is None:
+        return []
     profile, meta = cluster.profile, rank.meta
     step_count = int(cluster.steps[meta.rank])
     facts: list[Fact] = []
-    time_source = _source(profile.shown, meta, "communication.json", "Communication Time Info")
+    time_source = file_source(profile.shown, meta, "communication.json", "Communication Time Info")
     members = cluster.members
     mine = cluster.collective_groups.get(meta.rank, set())
     outside = []  # (group, ms waiting for members outside the profile), in group order
@@ -371,7 +416,7 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
         )
     if rank.traffic is None:
         return facts
-    bandwidth_source = _source(profile.shown, meta, "communication.json", "Communication Bandwidth Info")
+    bandwidth_source = file_source(profile.shown, meta, "communication.json", "Communication Bandwidth Info")
     for row in cluster.transports.get(meta.rank, []):
         nominal = nominal_bandwidth(hardware, row["transport"])
         facts.append(
@@ -392,11 +437,14 @@ def _communication_facts(cluster: _Cluster, rank: RankFacts, hardware: str | Non
     return facts
 
 
-def _straggler_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list[Fact]:
+def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
     """Per communicator seen on 2+ ranks: who the others wait for inside its collectives."""
+    breakdowns = cluster.breakdowns
+    if len(breakdowns) < 2:
+        return []
     profile = cluster.profile
     rows = group_waits(cluster.every, cluster.steps, "collective")
-    sources = {_source(profile.shown, r.meta, "communication.json", "Communication Time Info: Wait Time(ms)")
+    sources = {file_source(profile.shown, r.meta, "communication.json", "Communication Time Info: Wait Time(ms)")
                for r in cluster.ranks if r.ops is not None}
     known = cluster.known
     if rows.empty:
@@ -420,8 +468,9 @@ def _straggler_facts(cluster: _Cluster, breakdowns: list[BreakdownFact]) -> list
     return facts
 
 
-def _link_facts(profile: Profile, ranks: list[RankFacts], hardware: str | None) -> list[Fact]:
+def _link_facts(scope: ProfileScope) -> list[Fact]:
     """Per-link traffic of every rank's communication_matrix.json, with the slow links measured against the median."""
+    profile, ranks, hardware = scope.profile, scope.ranks, scope.hardware
     with_links = [r for r in ranks if r.matrix is not None]
     if not with_links:
         return []
@@ -450,8 +499,9 @@ def _link_facts(profile: Profile, ranks: list[RankFacts], hardware: str | None) 
     return facts
 
 
-def _environment_facts(profile: Profile, user: UserContext | None) -> list[EnvironmentFact]:
+def _environment_facts(scope: ProfileScope) -> list[Fact]:
     """ENV_VARIABLES of the first rank that recorded them (the same set on every rank), then the user's, which win."""
+    profile, user = scope.profile, scope.user
     values: dict[str, tuple[str, str]] = {}
     for rank in profile.ranks:
         variables = rank.metadata.get("ENV_VARIABLES")
@@ -525,16 +575,19 @@ def _number(value: str) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-def _times(row) -> dict:
-    """The time and ratio fields shared by step and breakdown facts, NaN mapped to None."""
-    keys = ("step_time_us", *TIME_COLUMNS, *RATIO_COLUMNS)
-    return {k: _float_or_none(row.get(k)) for k in keys}
-
-
-def _float_or_none(value) -> float | None:
-    if value is None or pd.isna(value):
-        return None
-    return max(float(value), 0.0)
+REDUCE_FAMILIES: list[ReduceFamily] = [
+    ReduceFamily("lead", _context_facts),
+    ReduceFamily("lead", _model_facts),
+    ReduceFamily("lead", _layout_facts),
+    ReduceFamily("lead", _environment_facts),
+    ReduceFamily("rank", _mc2_facts),
+    ReduceFamily("rank", _communication_facts),
+    ReduceFamily("end", _link_facts),
+    ReduceFamily("end", _profile_breakdown),
+    ReduceFamily("end", _spread_facts),
+    ReduceFamily("end", _straggler_facts),
+    ReduceFamily("end", _pipeline_facts),
+]
 
 
 __all__ = ["FactSet", "RankMeta", "group_waits", "reduce_facts", "stacked", "step_counts"]

@@ -13,7 +13,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.facts.operators import COMMUNICATION_CORES
+from advisor.facts.communication import op_traffic
+from advisor.facts.models import ChainFact, ContentionFact, Fact, SequenceFact
+from advisor.facts.operators import COMMUNICATION_CORES, distinct_steps, in_steps
+from advisor.facts.scope import Mc2Pairs, RankScope, file_source
 
 MAX_PAIRS = 150
 MATMUL = re.compile(r"^(MatMul|BatchMatMul)", re.IGNORECASE)
@@ -378,3 +381,53 @@ def _first_shape(shapes: object) -> str | None:
         return None
     first = shapes.replace('"', "").split(";")[0].strip()
     return first or None
+
+
+def sequence_facts(scope: RankScope) -> list[Fact]:
+    """Kernel pairs, decomposed chains and MatMul contention; the MatMul→collective pairs go to ``mc2`` (the reduce
+    tells which are MC2 candidates once every rank's groups are known)."""
+    show, rank, steps, breakdown = scope.show, scope.rank, scope.steps, scope.breakdown
+    if rank.kernels is None:
+        return []
+    step_numbers = [s.step for s in steps if s.step is not None]
+    timeline = device_timeline(in_steps(rank.kernels.frame, step_numbers))
+    if timeline.empty:
+        return []
+    step_count = len(step_numbers) or distinct_steps(timeline)
+    step_time = breakdown.step_time_us if breakdown is not None and breakdown.step_time_us > 0 else None
+    facts: list[Fact] = []
+    for index, row in enumerate(kernel_pairs(timeline, step_count).to_dict("records")):
+        both = row["first_us_per_step"] + row["second_us_per_step"]
+        facts.append(
+            SequenceFact(
+                id=f"sequence:r{rank.rank}:{index + 1}",
+                sources=[file_source(show, rank, "kernel_details.csv", "Step Id,Type,Start Time(us),Duration(us)")],
+                rank=rank.rank,
+                first_type=str(row["first_type"]),
+                second_type=str(row["second_type"]),
+                count_per_step=float(row["count_per_step"]),
+                first_us_per_step=float(row["first_us_per_step"]),
+                second_us_per_step=float(row["second_us_per_step"]),
+                share_of_step=min(both / step_time, 1.0) if step_time else None,
+            )
+        )
+    for row in decomposed_chains(timeline, step_count).to_dict("records"):
+        facts.append(ChainFact(
+            id=f"chain:r{rank.rank}:{row['pattern']}",
+            sources=[file_source(show, rank, "kernel_details.csv", "Step Id,Type,Start Time(us),Duration(us),Input Shapes")],
+            rank=rank.rank, share_of_step=min(row["us_per_step"] / step_time, 1.0) if step_time else None, **row))
+    overlap = matmul_overlap_share(timeline)
+    if overlap is not None:
+        facts.append(ContentionFact(id=f"contention:r{rank.rank}",
+                                    sources=[file_source(show, rank, "kernel_details.csv", "Type,Accelerator Core,Start Time(us),Duration(us)")],
+                                    rank=rank.rank, matmul_overlap_share=overlap))
+    if (rank.communication is not None and rank.platform != "gpu"  # MC2 candidates: the collective must carry the MatMul's data
+            and any(mask.any() for mask in mc2_masks(timeline).values())):
+        # (a GPU rank's collectives, matched from NCCL kernels, carry no traffic: no candidate)
+        collectives = op_traffic(rank.communication.ops, rank.communication.traffic)
+        source = [file_source(show, rank, "kernel_details.csv", "Name,Type,Start Time(us),Duration(us),Input Shapes,Input Data Types"),
+                  file_source(show, rank, "communication.json", "Communication Bandwidth Info: Transit Size(MB)")]
+        pairs = mc2_pairs(timeline, collectives)
+        if not pairs.empty:
+            scope.out.mc2 = Mc2Pairs(pairs, step_count, step_time, source)
+    return facts

@@ -1,4 +1,5 @@
-"""Step-time breakdown: pure functions over the step_trace_time table."""
+"""The step and breakdown fact families: the step-time breakdown over step_trace_time (else the trace's Overlap
+Analysis lanes)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.facts.windows import window_of
+from advisor.facts.models import BreakdownFact, Fact, StepFact
+from advisor.facts.scope import RankScope, Shown, float_or_none, file_source
+from advisor.facts.windows import kernel_step_windows, profiler_step_windows, window_of
+from advisor.ingest.model import RankData
 
 TIME_COLUMNS = (
     "compute_us",
@@ -20,6 +24,7 @@ TIME_COLUMNS = (
     "preparing_us",
 )
 RATIO_COLUMNS = ("compute_ratio", "communication_ratio", "free_ratio")
+_STEP_COLUMNS = "Computing,Communication(Not Overlapped),Free,Communication,Overlapped,Bubble,Preparing"
 _REQUIRED = ("computing_us", "comm_not_overlapped_us", "free_us")
 # breakdown field ← step_trace column
 _BREAKDOWN_SOURCES = {"stage_us": "stage_us", "compute_us": "computing_us",
@@ -100,3 +105,112 @@ def steps_from_overlap(overlap: pd.DataFrame, windows: pd.DataFrame) -> pd.DataF
     frame["overlapped_us"] = (frame["communication_us"] - frame["comm_not_overlapped_us"]).clip(lower=0)
     frame["step"] = frame["step"].map(lambda s: "" if s == -1 else str(int(s))).astype("str")
     return frame
+
+
+def step_facts(scope: RankScope) -> list[Fact]:
+    """The rank's step facts (at most MAX_STEP_FACTS of them listed; ``scope.steps`` keeps every one) and its step
+    numbers (else those of the host's ProfilerStep windows)."""
+    rank, warnings = scope.rank, scope.out.warnings
+    steps = scope.steps = _all_step_facts(scope.show, rank, warnings)
+    scope.out.steps = {s.step for s in steps if s.step is not None}
+    if not steps and rank.trace is not None:  # no device breakdown, but the host recorded step boundaries
+        scope.out.steps.update(int(n) for n in profiler_step_windows(rank.trace.host)["step"])
+    return listed_steps(steps, rank.rank, warnings)
+
+
+def breakdown_facts(scope: RankScope) -> list[Fact]:
+    """The rank's mean step (``scope.breakdown`` from here on)."""
+    breakdown = scope.out.breakdown = rank_breakdown(scope.rank.rank, scope.steps)
+    return [breakdown] if breakdown is not None else []
+
+
+def _all_step_facts(show: Shown, rank: RankData, warnings: list[str]) -> list[StepFact]:
+    lanes = _steps_from_trace(rank)
+    trace_path = show(rank.file("trace_view.json"))
+    if rank.step_trace is not None:
+        table, shown = rank.step_trace.frame, show(rank.step_trace.path)
+        source = file_source(show, rank, "step_trace_time.csv", _STEP_COLUMNS)
+        if lanes is not None and not _agree(table, lanes):
+            warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of {trace_path}")
+    elif lanes is not None:
+        table, shown = lanes, trace_path
+        source = f"{trace_path}[Overlap Analysis: Computing, Communication(Not Overlapped), Communication, Free]"
+        warnings.append(f"{show(rank.file('step_trace_time.csv'))} is missing; the step breakdown of "
+                        f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
+    else:
+        return []
+    rows, problems = clean_step_rows(table)
+    warnings.extend(f"{shown}: {p}" for p in problems)
+    facts = []
+    for position, row in enumerate(step_breakdown(rows)):
+        step = int_or_none(row.get("step"))
+        facts.append(
+            StepFact(
+                id=f"step:r{rank.rank}:{'s' + str(step) if step is not None else 'n' + str(position)}",
+                sources=[source],
+                rank=rank.rank,
+                step=step,
+                **times(row),
+                stage_us=float_or_none(row.get("stage_us")),
+            )
+        )
+    return facts
+
+
+MAX_STEP_FACTS = 200
+
+
+def listed_steps(steps: list[StepFact], rank: int, warnings: list[str]) -> list[StepFact]:
+    """The step facts a rank lists: all of them up to MAX_STEP_FACTS, else the slowest, the fastest and evenly
+    spaced ones (every figure of the rank, its breakdown included, still covers all its steps)."""
+    if len(steps) <= MAX_STEP_FACTS:
+        return steps
+    times = [s.step_time_us for s in steps]
+    keep = {int(i) for i in np.linspace(0, len(steps) - 1, MAX_STEP_FACTS - 2).round()}
+    keep |= {times.index(max(times)), times.index(min(times))}
+    warnings.append(f"rank {rank}: {len(steps):,} steps; the report lists {len(keep)} of them as step facts (the slowest, "
+                    "the fastest and evenly spaced ones) — the breakdown and every other figure cover all of them")
+    return [steps[i] for i in sorted(keep)]
+
+
+def _steps_from_trace(rank: RankData) -> pd.DataFrame | None:
+    """Step rows rebuilt from the trace's Overlap Analysis lanes, per kernel (else ProfilerStep) window."""
+    if rank.trace is None or rank.trace.overlap.empty:
+        return None
+    windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
+    if windows.empty:
+        windows = profiler_step_windows(rank.trace.host)
+    lanes = steps_from_overlap(rank.trace.overlap, windows)
+    return lanes if not lanes.empty else None
+
+
+def _agree(step_trace: pd.DataFrame, lanes: pd.DataFrame) -> bool:
+    written, rebuilt = step_trace["computing_us"].sum(), lanes["computing_us"].sum()
+    return abs(written - rebuilt) <= 0.01 * max(written, rebuilt, 1e-9)
+
+
+def rank_breakdown(rank: int, steps: list[StepFact]) -> BreakdownFact | None:
+    if not steps:
+        return None
+    mean = mean_step(steps)
+    return BreakdownFact(
+        id=f"breakdown:r{rank}",
+        sources=sorted({src for s in steps for src in s.sources}),
+        scope="rank",
+        rank=rank,
+        steps=len(steps),
+        dominant_overhead=mean["dominant_overhead"],
+        **times(mean),
+    )
+
+
+def times(row) -> dict:
+    """The time and ratio fields shared by step and breakdown facts, NaN mapped to None."""
+    keys = ("step_time_us", *TIME_COLUMNS, *RATIO_COLUMNS)
+    return {k: float_or_none(row.get(k)) for k in keys}
+
+
+def int_or_none(value) -> int | None:
+    if value is None or pd.isna(value):
+        return None
+    return int(value)

@@ -102,7 +102,7 @@ class Profile:
     root: Path
     base: Path
     format: str
-    ranks: list[RankData]  # or their facts.rank.RankMeta (no tables) after advisor.cluster's run
+    ranks: list[RankData]  # or their facts.scope.RankMeta (no tables) after advisor.cluster's run
     coverage: Coverage
     triage: Any = None  # advisor.cluster.Triage: which ranks were analysed in depth and why (None: all of them)
     _shown: dict[Path, str] = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -1,0 +1,151 @@
+"""What a rank's fact families share: the RankScope they read and write, and the RankFacts (with its RankMeta)
+that one rank's task returns.
+
+A RankFacts is what a task returns (in a forked worker or a Dask worker), so it must pickle and stay small: the
+rank's own facts and the small tables the cross-rank step (``facts.reduce``) needs, never the rank's tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.facts.context import hardware_from_header
+from advisor.facts.models import BreakdownFact, Fact, StepFact
+from advisor.ingest.model import RankData
+from advisor.usercontext import UserContext
+
+Shown = Callable[[Path], str]
+Columns = dict[str, np.ndarray]  # a small table as its columns: pickles and stacks far faster than a DataFrame
+
+# What a GPU rank's stand-in for each Ascend file was computed from, in its *.pt.trace.json.
+_KINETO_SOURCES = {
+    "step_trace_time.csv": "ProfilerStep#N windows; kernel, gpu_memcpy, gpu_memset events by launch correlation",
+    "kernel_details.csv": "kernel, gpu_memcpy, gpu_memset events: name, ts, dur, args.stream, args.correlation",
+    "memory_record.csv": "[memory] instants: Total Allocated, Total Reserved",
+    "trace_view.json": "cuda_runtime calls, cpu_op events, kernels by correlation",
+    "communication.json": "NCCL kernels matched across ranks: transit = the fastest rank's duration, wait = the rest",
+}
+
+
+@dataclass
+class RankMeta:
+    """A rank without its tables: who it is, where its files are, and the small documents the profile-wide facts
+    read (profiler_info, profiler_metadata, the device's info.json, the capture settings of a PyTorch trace)."""
+
+    rank: int
+    path: Path
+    output_dir: Path
+    platform: str = "ascend"
+    export: str = "text"
+    stand_ins: dict[str, Path] = field(default_factory=dict)
+    profiler_info: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    device_info: dict[str, Any] = field(default_factory=dict)
+    device_id: int | None = None
+    hardware_hint: str | None = None  # the chip family its kernel_details header tells, if any
+    kineto_path: Path | None = None  # a PyTorch trace's file, its GPU and capture settings
+    kineto_device_name: str | None = None
+    kineto_compute_capability: str | None = None
+    kineto_settings: dict[str, bool] | None = None
+    info_file: Path | None = None  # its first profiler_info*.json
+    device_info_file: Path | None = None  # its first PROF_*/device_*/info.json.*
+
+    def file(self, name: str) -> Path:
+        """The file the table of the text export file ``name`` was read from."""
+        return self.stand_ins.get(name, self.output_dir / name)
+
+    @classmethod
+    def of(cls, rank: RankData) -> RankMeta:
+        """The identity and documents of a rank that was read."""
+        kineto = rank.kineto
+        info = sorted(rank.path.glob("profiler_info*.json")) if rank.platform != "gpu" else []
+        device = sorted(rank.path.glob("PROF_*/device_*/info.json.*")) if rank.platform != "gpu" else []
+        header = rank.kernels.header if rank.kernels is not None else rank.kernel_header
+        return cls(rank=rank.rank, path=rank.path, output_dir=rank.output_dir, platform=rank.platform, export=rank.export,
+                   stand_ins=dict(rank.stand_ins), profiler_info=rank.profiler_info, metadata=rank.metadata,
+                   device_info=rank.device_info, device_id=rank.device_id,
+                   hardware_hint=hardware_from_header(header) if header is not None else None,
+                   kineto_path=kineto.path if kineto is not None else None,
+                   kineto_device_name=kineto.device_name if kineto is not None else None,
+                   kineto_compute_capability=kineto.compute_capability if kineto is not None else None,
+                   kineto_settings=kineto.settings if kineto is not None else None,
+                   info_file=info[0] if info else None, device_info_file=device[0] if device else None)
+
+
+@dataclass
+class Mc2Pairs:
+    """A rank's MatMul→collective pairs; which are MC2 candidates depends on every rank's communicator groups."""
+
+    pairs: pd.DataFrame
+    step_count: int
+    step_time: float | None
+    sources: list[str]
+
+
+@dataclass
+class RankFacts:
+    """What one rank's task returns: its facts and the small tables the cross-rank facts need, never its tables.
+
+    The rank's own facts keep their order in the report: ``head`` (the families placed there in
+    ``facts.rank.RANK_FAMILIES``), then the rank's cross-rank facts (computed by the reduce), then ``tail``.
+    ``deep`` is False for a rank read only for its cluster-level files (triage).
+    """
+
+    meta: RankMeta
+    deep: bool = True
+    head: list[Fact] = field(default_factory=list)
+    tail: list[Fact] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    steps: set[int] = field(default_factory=set)
+    breakdown: BreakdownFact | None = None
+    needs_cores: bool = False  # its operator facts' Block Dim remainders wait for another rank's core counts
+    mc2: Mc2Pairs | None = None
+    ops: Columns | None = None  # communication ops, transit checked against Bandwidth Info
+    traffic: Columns | None = None  # per op and transport: Bandwidth Info
+    matrix: Columns | None = None  # communication_matrix.json's links
+    matrix_groups: dict[str, tuple[frozenset[int], int | None]] = field(default_factory=dict)
+    nccl: pd.DataFrame | None = None  # a GPU rank's NCCL kernels (matched across ranks by the reduce)
+    recorded_rank: int | None = None  # a GPU trace's own rank (distributedInfo), before any renumbering
+    truncation: str | None = None  # a GPU trace cut off mid-write: why only its start was read
+    peer_waits: dict[int, float] | None = None  # HCCL Notify_Wait µs per step per group-local peer
+
+
+@dataclass
+class RankScope:
+    """What a rank's fact families read — its tables, how paths are shown, what the user told — and what the families
+    before them produced: the RankFacts being filled (its steps, breakdown, warnings, …) and every step fact
+    (``steps``; the RankFacts lists at most ``facts.steps.MAX_STEP_FACTS`` of them)."""
+
+    rank: RankData
+    show: Shown
+    user: UserContext | None
+    out: RankFacts
+    steps: list[StepFact] = field(default_factory=list)
+
+    @property
+    def breakdown(self) -> BreakdownFact | None:
+        return self.out.breakdown
+
+
+def columns_of(frame: pd.DataFrame) -> Columns:
+    """A table as its columns (numpy arrays; text as Python strings)."""
+    return {str(name): frame[name].to_numpy() for name in frame.columns}
+
+
+def file_source(show: Shown, rank: RankData | RankMeta, name: str, columns: str) -> str:
+    """``file[columns]`` for a fact computed from the text-export file ``name`` (or what stands in for it)."""
+    if rank.platform == "gpu":
+        return f"{show(rank.file(name))}[{_KINETO_SOURCES[name]}]"
+    return f"{show(rank.file(name))}[{columns}]"
+
+
+def float_or_none(value) -> float | None:
+    if value is None or pd.isna(value):
+        return None
+    return max(float(value), 0.0)
