@@ -24,7 +24,7 @@ and a coverage note). PyTorch traces have no cluster-level files: every trace is
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,11 +36,11 @@ from advisor.facts.cluster import collective_stragglers
 from advisor.facts.rank import rank_facts
 from advisor.facts.reduce import FactSet, group_waits, reduce_facts, stacked, step_counts
 from advisor.facts.scope import RankFacts
-from advisor.ingest import number_traces
-from advisor.ingest.ascend import Reader
-from advisor.ingest.discover import KINETO_FORMAT, Layout, RankDir, discover
+from advisor.ingest.discover import discover
+from advisor.ingest.formats import format_of
 from advisor.ingest.groups import groups_by_hash
-from advisor.ingest.model import Coverage, Profile, SkippedFile
+from advisor.ingest.kinetoformat import number_traces
+from advisor.ingest.model import Coverage, Layout, Profile, RankDir, SkippedFile
 from advisor.ingest.paths import Shown
 from advisor.parallel import JOBS, fork_map
 from advisor.usercontext import UserContext
@@ -60,7 +60,8 @@ _EXTREMES = {"step_time_us": ("slowest step", "fastest step"), "compute_us": ("m
 
 @dataclass(frozen=True)
 class RankTask:
-    """One rank to read and analyse: an Ascend rank directory (``kind`` ascend) or a PyTorch trace (kineto).
+    """One rank to read and analyse: an Ascend rank directory, a PyTorch trace … (``kind``: its Profile.format, which
+    names its input format in ``ingest.formats``).
 
     ``rank`` is the rank's number (for a trace: the number to give it, see ``_traces``); ``survey`` reads only the
     cluster-level files; ``serial`` forbids forking inside the task (it runs in a Dask worker's thread)."""
@@ -69,7 +70,7 @@ class RankTask:
     output_dir: Path
     base: Path
     rank: int
-    kind: str = "ascend"
+    kind: str
     survey: bool = False
     user: UserContext | None = None
     serial: bool = False
@@ -94,23 +95,12 @@ def run_rank_task(task: RankTask) -> RankOutcome:
 
 
 def _run(task: RankTask) -> RankOutcome:
-    show = Shown(task.base)
-    if task.kind == KINETO_FORMAT:
-        from advisor.ingest.gpu import read_gpu_rank  # it imports facts
-
-        coverage = Coverage()
-        data = Reader(task.base, coverage).read(task.path, read_gpu_rank)
-        if data is None:
-            return RankOutcome(coverage, None)
-        recorded, data.rank = data.rank, task.rank
-        facts = rank_facts(data, show, task.user)
-        facts.recorded_rank = recorded
-        return RankOutcome(coverage, facts)
-    from advisor import ingest  # looked up at call time: the tests slow it down to interrupt a run
-
-    found = RankDir(task.path, task.output_dir, task.rank)
-    data, coverage = ingest._read_rank(found, task.base, survey=True) if task.survey else ingest._read_rank(found, task.base)
-    return RankOutcome(coverage, rank_facts(data, show, task.user, deep=not task.survey))
+    coverage = Coverage()
+    data = format_of(task.kind).read(RankDir(task.path, task.output_dir, task.rank), task.base, coverage, task.survey)
+    if data is None:  # a trace that could not be read
+        return RankOutcome(coverage, None)
+    data.rank = task.rank  # a trace's own rank stays in RankFacts.recorded_rank
+    return RankOutcome(coverage, rank_facts(data, Shown(task.base), task.user, deep=not task.survey))
 
 
 @dataclass
@@ -160,8 +150,9 @@ def run(path: Path, user: UserContext | None = None, *, scheduler: Any = None, d
     mode = deep_mode(deep)
     layout = discover(path)
     with _Runner(scheduler_of(scheduler)) as runner:
-        if layout.format == KINETO_FORMAT:
-            outcomes, coverage = _traces(layout, user, runner)
+        hint = format_of(layout.format).rank_hint
+        if hint is not None:
+            outcomes, coverage = _traces(layout, hint, user, runner)
             triage = None
         else:
             outcomes, coverage, triage = _rank_dirs(layout, user, runner, mode)
@@ -175,7 +166,7 @@ def _rank_dirs(layout: Layout, user: UserContext | None, runner: _Runner, mode: 
                ) -> tuple[list[RankOutcome], Coverage, Triage | None]:
     coverage = Coverage(warnings=list(layout.warnings))
     found = [r for r in layout.ranks if r.rank is not None]
-    tasks = [RankTask(r.path, r.output_dir, layout.base, r.rank, user=user) for r in found]
+    tasks = [RankTask(r.path, r.output_dir, layout.base, r.rank, layout.format, user=user) for r in found]
     triage = None
     if mode == "auto" and len(tasks) > TRIAGE_ABOVE:
         outcomes = runner.map([replace(t, survey=True) for t in tasks])
@@ -232,16 +223,15 @@ def choose_deep(ranks: Sequence[RankFacts]) -> dict[int, list[str]] | None:
     return reasons
 
 
-def _traces(layout: Layout, user: UserContext | None, runner: _Runner) -> tuple[list[RankOutcome], Coverage]:
+def _traces(layout: Layout, rank_hint: Callable[[Path], int | None], user: UserContext | None, runner: _Runner
+            ) -> tuple[list[RankOutcome], Coverage]:
     """Every trace, numbered as ingest.load_profile numbers them: the rank each records (distributedInfo), a missing or
-    repeated one the next free number. The numbers are planned from each file's head; a trace whose full read tells
-    otherwise (its keys after traceEvents) is analysed again under its right number."""
-    from advisor.ingest.kineto import rank_hint
-
+    repeated one the next free number. The numbers are planned from each file's head (``rank_hint``); a trace whose
+    full read tells otherwise (its keys after traceEvents) is analysed again under its right number."""
     coverage = Coverage(warnings=list(layout.warnings))
     hints = [rank_hint(t.path) for t in layout.ranks]
     planned, _ = number_traces([h if h is not None and h >= 0 else -1 for h in hints])
-    tasks = [RankTask(t.path, t.output_dir, layout.base, number, kind=KINETO_FORMAT, user=user)
+    tasks = [RankTask(t.path, t.output_dir, layout.base, number, layout.format, user=user)
              for t, number in zip(layout.ranks, planned)]
     outcomes = runner.map(tasks)
     for outcome in outcomes:

@@ -28,21 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Diagnoses a two-rank cluster with two processes; the worker, reading rank 1, writes its pid and sleeps.
 _SLOW_WORKER = """
-import os, sys, time
+import dataclasses, os, sys, time
 from advisor import parallel
-import advisor.ingest as ingest
+from advisor.ingest import formats
 
 pids, profile = sys.argv[1], sys.argv[2]
-original = ingest._read_rank
+ascend = formats.FORMATS[0]
 
-def slow(rank, base):
+def slow(rank, base, coverage, survey):
     if parallel.in_worker():
         with open(pids, "a") as handle:
             handle.write(f"{os.getpid()}\\n")
         time.sleep(600)
-    return original(rank, base)
+    return ascend.read(rank, base, coverage, survey)
 
-ingest._read_rank = slow
+formats.FORMATS[0] = dataclasses.replace(ascend, read=slow)
 from advisor.cli import main
 sys.argv = ["advisor", "diagnose", profile, "-f", "json", "--jobs", "2"]
 main()

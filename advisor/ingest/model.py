@@ -1,7 +1,9 @@
-"""What ingest hands to the fact extractors: the tables of each rank, and what was (not) read."""
+"""What ingest hands to the fact extractors — the tables of each rank, and what was (not) read — and what an input
+format declares (InputFormat) and discovery finds (Layout, RankDir)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,9 +16,6 @@ from advisor.ingest.paths import display_path
 if TYPE_CHECKING:  # trace.py and kineto.py import FileProblem from here
     from advisor.ingest.kineto import KinetoTrace
     from advisor.ingest.trace import TraceTables
-
-PLATFORM_OF_FORMAT = {"ascend-pytorch": "ascend", "ascend-mindspore": "ascend", "pytorch-kineto": "gpu"}
-
 
 class FileProblem(Exception):
     """A file that cannot be used; the message says what is wrong with it (without the path)."""
@@ -110,7 +109,9 @@ class Profile:
     @property
     def platform(self) -> str:
         """'ascend' or 'gpu': which rules and knowledge apply."""
-        return PLATFORM_OF_FORMAT.get(self.format, "ascend")
+        from advisor.ingest.formats import platform_of  # the formats import this module
+
+        return platform_of(self.format)
 
     def shown(self, path: Path) -> str:
         """How ``path`` appears in reports: relative to the directory that holds the rank directories."""
@@ -118,3 +119,44 @@ class Profile:
         if shown is None:  # resolving paths costs system calls, and every fact names its files
             shown = self._shown[path] = display_path(path, self.base)
         return shown
+
+
+@dataclass(frozen=True)
+class RankDir:
+    """A rank found on disk (a rank directory, or a PyTorch trace) and where its files are (Ascend:
+    ASCEND_PROFILER_OUTPUT); ``rank`` None until it is numbered."""
+
+    path: Path
+    output_dir: Path
+    rank: int | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The result of discovery: the profile's format, its ranks, and the base that paths are shown relative to."""
+
+    format: str
+    ranks: list[RankDir]
+    base: Path
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """An input format: how discovery recognises its ranks, and how one is read (``ingest.formats`` lists them).
+
+    ``rank_at(path, is_dir)`` is the rank a path given or met while walking is (a directory returned is not entered),
+    else None; ``layout(found, path, base)`` numbers the ranks found under the path given. ``read(rank, base,
+    coverage, survey)`` reads one rank (``survey``: only its cluster-level files), in any process. ``finish`` runs
+    on every rank read in this process (``load_profile``); ``rank_hint`` tells, from a file's head, the rank it
+    records, for a format whose ranks are numbered from their content once read (None: discovery numbers them)."""
+
+    platforms: dict[str, str]  # Profile.format of its layouts → the platform whose rules and knowledge apply
+    described: str  # what advisor reads of it, in the message for a path that is no profile
+    what: str  # what its ranks are, in the warning for those beside another format's
+    rank_at: Callable[[Path, bool], Path | None]
+    layout: Callable[[list[Path], Path, Path], Layout]
+    read: Callable[[RankDir, Path, Coverage, bool], RankData | None]
+    finish: Callable[[list[RankData], Layout, Coverage], list[RankData]] | None = None
+    rank_hint: Callable[[Path], int | None] | None = None
+

@@ -1,0 +1,131 @@
+"""Ascend profiler output as an input format: rank directories (``*_ascend_pt``, ``*_ascend_ms``, or any directory
+holding ASCEND_PROFILER_OUTPUT or a profiler_info*.json), numbered from their names, the newest job's kept."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from advisor.ingest.ascend import OUTPUT_DIR, rank_id_from_dir, read_rank
+from advisor.ingest.model import Coverage, InputFormat, Layout, RankData, RankDir
+from advisor.ingest.paths import display_path
+
+
+def is_rank_dir(path: Path) -> bool:
+    """A directory holding an ASCEND_PROFILER_OUTPUT directory or a profiler_info*.json."""
+    return (path / OUTPUT_DIR).is_dir() or any(path.glob("profiler_info*.json"))
+
+
+def _rank_at(path: Path, is_dir: bool) -> Path | None:
+    """The rank directory ``path`` is (or, for its ASCEND_PROFILER_OUTPUT directory, is inside)."""
+    if not is_dir:
+        return None
+    if path.name == OUTPUT_DIR:
+        return path.parent
+    return path if is_rank_dir(path) else None
+
+
+def _layout(found: list[Path], path: Path, base: Path) -> Layout:
+    """The rank directories of the newest job in ``found``, each with a distinct rank."""
+    rank_dirs, job_warnings = _newest_job([RankDir(d, d / OUTPUT_DIR, rank_id_from_dir(d)) for d in found], path)
+    ranks, warnings = _resolve_ranks(rank_dirs)
+    warnings[:0] = job_warnings
+    fmt = "ascend-mindspore" if all(r.path.name.endswith("_ascend_ms") for r in ranks) else "ascend-pytorch"
+    return Layout(format=fmt, ranks=ranks, base=base, warnings=warnings)
+
+
+def _read(found: RankDir, base: Path, coverage: Coverage, survey: bool) -> RankData:
+    assert found.rank is not None  # discovery numbered every rank directory
+    return read_rank(found.path, found.output_dir, found.rank, base, coverage, survey=survey)
+
+
+ASCEND = InputFormat(
+    platforms={"ascend-pytorch": "ascend", "ascend-mindspore": "ascend"},
+    described="Ascend profiler output (a *_ascend_pt or *_ascend_ms directory, the directory holding several of them "
+              "— a cluster —, or an ASCEND_PROFILER_OUTPUT directory)",
+    what="Ascend output",
+    rank_at=_rank_at,
+    layout=_layout,
+    read=_read,
+)
+
+
+JOB_GAP_S = 600  # rank directories of one job start capturing within minutes of each other
+
+
+def _newest_job(found: list[RankDir], path: Path) -> tuple[list[RankDir], list[str]]:
+    """The rank directories of the newest run in ``found``, and a warning naming the others when there are several
+    (e.g. ``advisor diagnose /tmp``, or a job profiled again into the same directory): rank directories whose
+    capture times (``{host}_{pid}_{timestamp}_ascend_pt``) lie more than JOB_GAP_S apart are different runs, and
+    merging them would diagnose a cluster that never existed. Directories without a timestamp stay with the newest."""
+    timed = sorted((t, str(d.path), d) for d in found if (t := _capture_seconds(d.path)) is not None)
+    if len(timed) < 2:
+        return found, []
+    jobs: list[list[RankDir]] = [[timed[0][2]]]
+    for (before, _, _), (moment, _, rank_dir) in zip(timed, timed[1:]):
+        if moment - before > JOB_GAP_S:
+            jobs.append([])
+        jobs[-1].append(rank_dir)
+    if len(jobs) == 1:
+        return found, []
+    runs = "; ".join(f"run {number}: {len(job)} rank director{'y' if len(job) == 1 else 'ies'} captured from "
+                     f"{_shown_stamp(job[0].path)} (e.g. {display_path(job[0].path, path)})"
+                     for number, job in enumerate(jobs, start=1))
+    older = {id(d) for job in jobs[:-1] for d in job}
+    warning = (f"{display_path(path, path.parent)} holds {len(jobs)} separate runs (captures more than "
+               f"{JOB_GAP_S // 60} minutes apart), which are not merged into one cluster: {runs}. Diagnosing the "
+               f"newest, run {len(jobs)}; to diagnose another, give the directory of its rank directories alone")
+    return [d for d in found if id(d) not in older], [warning]
+
+
+def _shown_stamp(path: Path) -> str:
+    stamp = _capture_time(path)
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[8:10]}:{stamp[10:12]}"
+
+
+def _capture_seconds(path: Path) -> float | None:
+    """The capture start in the directory name as seconds (None when the name carries no timestamp)."""
+    stamp = _capture_time(path)
+    if len(stamp) != 17:
+        return None
+    try:
+        moment = datetime.strptime(stamp[:14], "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return moment.timestamp() + int(stamp[14:]) / 1000
+
+
+def _resolve_ranks(found: list[RankDir]) -> tuple[list[RankDir], list[str]]:
+    """Give every directory a distinct rank; for a rank seen twice keep the newest directory."""
+    warnings: list[str] = []
+    by_rank: dict[int, RankDir] = {}
+    unranked: list[RankDir] = []
+    for rank_dir in found:
+        if rank_dir.rank is None:
+            unranked.append(rank_dir)
+            continue
+        previous = by_rank.get(rank_dir.rank)
+        if previous is None:
+            by_rank[rank_dir.rank] = rank_dir
+            continue
+        newer, older = sorted((previous, rank_dir), key=lambda d: _capture_time(d.path), reverse=True)
+        by_rank[rank_dir.rank] = newer
+        warnings.append(
+            f"rank {rank_dir.rank} appears in {newer.path.name} and {older.path.name}; using the newer "
+            f"{newer.path.name}"
+        )
+    next_rank = max(by_rank, default=-1) + 1
+    for rank_dir in unranked:
+        if not by_rank and len(unranked) == 1:
+            by_rank[0] = RankDir(rank_dir.path, rank_dir.output_dir, 0)
+            break
+        warnings.append(f"{rank_dir.path.name}: no rank id recorded; numbered rank {next_rank}")
+        by_rank[next_rank] = RankDir(rank_dir.path, rank_dir.output_dir, next_rank)
+        next_rank += 1
+    return [by_rank[r] for r in sorted(by_rank)], warnings
+
+
+def _capture_time(path: Path) -> str:
+    """The 17-digit timestamp in ``{worker}_{pid}_{timestamp}_ascend_pt`` (empty when absent)."""
+    parts = path.name.split("_")
+    return parts[-3] if len(parts) >= 4 and parts[-3].isdigit() else ""

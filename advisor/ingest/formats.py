@@ -1,0 +1,28 @@
+"""The input formats advisor reads, one line each, in the order discovery prefers them.
+
+The import rule (the registry is explicit, never discovered by scanning modules): this module imports every format
+module and nothing imports it but ``ingest.discover`` (and ``Profile.platform``); a format module declares one
+InputFormat (``ingest.model``) from the readers below it and never imports this module or ``ingest.discover``.
+Discovery, ``load_profile`` and the cluster's rank tasks reach a format only through ``FORMATS``, at call time.
+"""
+
+from __future__ import annotations
+
+from advisor.ingest.ascendformat import ASCEND
+from advisor.ingest.kinetoformat import KINETO
+from advisor.ingest.model import InputFormat
+
+FORMATS: list[InputFormat] = [
+    ASCEND,
+    KINETO,
+]
+
+
+def format_of(name: str) -> InputFormat:
+    """The format whose layouts are called ``name`` (Layout.format, Profile.format)."""
+    return next(f for f in FORMATS if name in f.platforms)
+
+
+def platform_of(name: str) -> str:
+    """'ascend' or 'gpu' for a Profile.format (Ascend for one no format declares)."""
+    return next((f.platforms[name] for f in FORMATS if name in f.platforms), "ascend")
