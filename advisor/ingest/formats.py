@@ -1,9 +1,9 @@
 """The input formats advisor reads, one line each, in the order discovery prefers them.
 
-The import rule (the registry is explicit, never discovered by scanning modules): this module imports every format
-module and nothing imports it but ``ingest.discover`` (and ``Profile.platform``); a format module declares one
-InputFormat (``ingest.model``) from the readers below it and never imports this module or ``ingest.discover``.
-Discovery, ``load_profile`` and the cluster's rank tasks reach a format only through ``FORMATS``, at call time.
+The import rule (the registry is explicit, never found by scanning modules): this module imports every format
+module; a format module declares one InputFormat (``ingest.model``) from the readers it needs (and another format's
+predicates) and never imports this module or ``ingest.discover``. Discovery, ``load_profile`` and the cluster's rank
+tasks reach a format only through this module (``FORMATS``, ``format_of``), looked up at call time.
 """
 
 from __future__ import annotations
