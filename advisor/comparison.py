@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.report import Finding, ToolInfo
 from advisor.text import Lang
+from advisor.vocabulary import Micros, Platform
 
 
 class _Model(BaseModel):
@@ -20,12 +21,12 @@ class Side(_Model):
 
     path: str
     format: str
-    platform: str
+    platform: Platform
     ranks: list[int]
     steps: list[int]
     hardware: str | None
     status: str
-    step_time_us: float | None = Field(description="Mean step time over ranks (profile breakdown), µs.")
+    step_time_us: Micros | None = Field(description="Mean step time over ranks (profile breakdown), µs.")
 
 
 class Row(_Model):
@@ -44,19 +45,19 @@ class FindingChange(_Model):
     key: str | None
     title: str
     change: Literal["resolved", "new", "persisting"]
-    base_gain_us: float | None
-    target_gain_us: float | None
+    base_gain_us: Micros | None
+    target_gain_us: Micros | None
 
 
 class GainCheck(_Model):
     """Before/after: did the findings that no longer fire deliver what they estimated?"""
 
     resolved: int
-    estimated_gain_us: float = Field(description="Sum of the estimated gains of the findings resolved on TARGET, µs per step.")
-    step_reduction_us: float = Field(description="BASE step time − TARGET step time, µs.")
+    estimated_gain_us: Micros = Field(description="Sum of the estimated gains of the findings resolved on TARGET, µs per step.")
+    step_reduction_us: Micros = Field(description="BASE step time − TARGET step time, µs.")
     delivered_ratio: float | None = Field(description="step_reduction_us / estimated_gain_us.")
     grown_title: str | None = Field(None, description="The finding on both sides whose gain grew most, when it grew.")
-    grown_us: float | None = Field(None, description="How much that finding's gain grew from BASE to TARGET, µs per step.")
+    grown_us: Micros | None = Field(None, description="How much that finding's gain grew from BASE to TARGET, µs per step.")
 
 
 class Comparison(_Model):

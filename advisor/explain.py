@@ -9,11 +9,12 @@ from advisor.engine.session import Firing
 from advisor.facts.models import Fact
 from advisor.render.common import fmt_value, strip_control
 from advisor.rulebook import Rule
+from advisor.vocabulary import Platform
 
 _MAX_FIRINGS_SHOWN = 5
 
 
-def explain_lines(rule: Rule, firings: Sequence[Firing], facts: Sequence[Fact], platform: str = "ascend") -> list[str]:
+def explain_lines(rule: Rule, firings: Sequence[Firing], facts: Sequence[Fact], platform: Platform = "ascend") -> list[str]:
     """The explanation as lines of plain text (input-derived text has control characters removed)."""
     mine = [f for f in firings if f.rule_id == rule.id]
     lines = [f"{rule.id} ({rule.pack}: {rule.shown_path}): {rule.spec.title.en}"]

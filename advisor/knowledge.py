@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.engine.spec import Category, Platform
 from advisor.text import BilingualText
+from advisor.vocabulary import Category, Platform
 
 
 class _Model(BaseModel):

@@ -45,12 +45,12 @@ from advisor.report import (
 )
 from advisor.rulebook import Rule, RuleBook
 from advisor.text import Lang, collapse
+from advisor.vocabulary import SEVERITY_ORDER, Severity, Verdict
 
 HIGH_SHARE = 0.05
 MEDIUM_SHARE = 0.01
 TOP_OPERATORS = 10
 ASSUMED_WEIGHT = 0.5  # an assumed gain ranks above a measured one only when it is more than twice as large
-_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 HOST_IDLE_BUCKETS = ("idle/dispatch", "idle/host", "idle/optimizer", "idle/zero_grad")  # host loops the profiler slows
 INSTRUMENTATION = ("with_stack", "record_shapes")  # capture settings that add host time to every operator
 
@@ -154,7 +154,7 @@ def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang
                 ),
             )
         )
-    findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], -ranking_score(f), f.id, f.key or ""))
+    findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -ranking_score(f), f.id, f.key or ""))
     return findings
 
 
@@ -255,7 +255,7 @@ def _label(rule_id: str, key: str | None) -> str:
     return f"{rule_id} [{key}]" if key else rule_id
 
 
-def severity_for(ratio: float | None, basis: str | None = "measured") -> str:
+def severity_for(ratio: float | None, basis: str | None = "measured") -> Severity:
     """high ≥ 5 % of the step, medium ≥ 1 %, else low (also when the gain is unknown); an assumed gain is at
     most medium."""
     if ratio is None:
@@ -286,7 +286,7 @@ def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None) 
 
 def summarize(facts: FactSet, firings: list[Firing]) -> Summary:
     """The headline numbers: profile mean step, verdicts, per-rank breakdowns and top operators."""
-    verdicts: dict[int | None, str] = {}
+    verdicts: dict[int | None, Verdict] = {}
     for firing in firings:
         for fact in firing.derived:
             if isinstance(fact, BottleneckFact):

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+from advisor.vocabulary import Micros, Severity, Verdict
+
 if TYPE_CHECKING:
     import pandas as pd
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("schema") / "report.schema.json"
 
-Severity = Literal["high", "medium", "low"]
-Verdict = Literal["compute", "communication", "host", "io", "memory", "balanced", "unknown"]
 Scalar = bool | int | float | str | None
 
 
@@ -83,10 +83,10 @@ class InputInfo(_Model):
 class RankSummary(_Model):
     rank: int
     steps: int
-    step_time_us: float
-    compute_us: float
-    comm_not_overlapped_us: float
-    free_us: float
+    step_time_us: Micros
+    compute_us: Micros
+    comm_not_overlapped_us: Micros
+    free_us: Micros
     compute_ratio: float = Field(ge=0, le=1)
     communication_ratio: float = Field(ge=0, le=1)
     free_ratio: float = Field(ge=0, le=1)
@@ -98,12 +98,12 @@ class OperatorSummary(_Model):
     accelerator_core: str | None
     ranks: list[int]
     count_per_step: float
-    total_us_per_step: float = Field(description="Mean over the ranks listed.")
+    total_us_per_step: Micros = Field(description="Mean over the ranks listed.")
     share_of_compute: float = Field(ge=0, le=1, description="Mean over the ranks listed.")
 
 
 class Summary(_Model):
-    step_time_us: float | None = Field(description="Mean device step span over ranks (compute + exposed comm + free).")
+    step_time_us: Micros | None = Field(description="Mean device step span over ranks (compute + exposed comm + free).")
     compute_ratio: float | None = Field(ge=0, le=1)
     communication_ratio: float | None = Field(ge=0, le=1, description="Not-overlapped communication / step time.")
     free_ratio: float | None = Field(ge=0, le=1)
@@ -188,7 +188,7 @@ class Finding(_Model):
     explanation: str
     evidence: dict[str, Scalar]
     ranks: list[int]
-    estimated_gain_us: float | None = Field(
+    estimated_gain_us: Micros | None = Field(
         description="Per step; mean over the ranks listed. The part of the step the fix recovers, after the time "
                     "other findings ranked before it already claim from the same bucket (see charged_to).")
     estimated_gain_ratio: float | None = Field(ge=0, le=1, description="estimated_gain_us / step time.")
@@ -198,7 +198,7 @@ class Finding(_Model):
     charged_to: str | None = Field(
         None, description="The bucket of the step the gain is charged to, e.g. idle/dataloader, "
                           "communication/wait, compute/operator:MatMulV2.")
-    claimed_gain_us: float | None = Field(
+    claimed_gain_us: Micros | None = Field(
         None, description="The rule's own estimate before the budget (mean over the ranks listed); larger than "
                           "estimated_gain_us when findings ranked before it claim the same time.")
     instrumented_by: list[str] = Field(

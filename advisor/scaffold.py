@@ -6,13 +6,11 @@ whose texts say TODO, so ``advisor rules lint`` points at every text that still 
 
 from __future__ import annotations
 
-import typing
 from pathlib import Path
 
-from advisor.engine.spec import RULE_ID, Category
+from advisor.engine.spec import RULE_ID
 from advisor.errors import InputError
-
-CATEGORIES: tuple[str, ...] = typing.get_args(Category)
+from advisor.vocabulary import CATEGORIES
 
 _RULE = """\
 id: {id}

@@ -29,8 +29,8 @@ from advisor.diagnose import diagnose
 from advisor.compare import compare
 from advisor.render import render_html
 from advisor.render.comparison import render_comparison_html
-from advisor.scaffold import CATEGORIES
 from advisor.usercontext import build_context
+from advisor.vocabulary import CATEGORIES
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "ascend-level1-2ranks"

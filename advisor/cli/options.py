@@ -11,6 +11,7 @@ import typer
 from typer.core import TyperCommand
 
 from advisor import errors
+from advisor.vocabulary import SEVERITIES
 
 if TYPE_CHECKING:
     from advisor.render.common import View
@@ -69,10 +70,7 @@ class Language(str, Enum):
     zh = "zh"
 
 
-class FailOn(str, Enum):
-    high = "high"
-    medium = "medium"
-    low = "low"
+FailOn = Enum("FailOn", [(severity, severity) for severity in SEVERITIES], type=str)  # --fail-on, --min-severity
 
 
 class Detail(str, Enum):
@@ -97,7 +95,7 @@ OutputOption = Annotated[Optional[list[Path]], typer.Option(
 LangOption = Annotated[Optional[Language], typer.Option(
     "--lang", metavar="[en|zh]", help="Report language; default: from the locale.")]
 FailOnOption = Annotated[Optional[FailOn], typer.Option(
-    "--fail-on", metavar="[high|medium|low]", help="Exit 1 when a finding of this severity or higher exists (every "
+    "--fail-on", metavar=f"[{'|'.join(SEVERITIES)}]", help="Exit 1 when a finding of this severity or higher exists (every "
                                                    "finding counts, whatever --max-findings and --min-severity show).")]
 DetailOption = Annotated[Optional[Detail], typer.Option(
     "--detail", metavar="[brief|full]",
@@ -106,7 +104,7 @@ DetailOption = Annotated[Optional[Detail], typer.Option(
 MaxFindingsOption = Annotated[Optional[int], typer.Option(
     "--max-findings", metavar="N", help="Show at most N findings, the highest ranked (every format, JSON too).")]
 MinSeverityOption = Annotated[Optional[FailOn], typer.Option(
-    "--min-severity", metavar="[high|medium|low]", help="Show only findings of this severity or higher (every format, JSON too).")]
+    "--min-severity", metavar=f"[{'|'.join(SEVERITIES)}]", help="Show only findings of this severity or higher (every format, JSON too).")]
 
 
 def _max_file_size(value: Optional[str]) -> Optional[str]:

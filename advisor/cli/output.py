@@ -19,6 +19,7 @@ import typer
 
 from advisor import errors
 from advisor.cli.options import FailOn, OutputFormat
+from advisor.vocabulary import SEVERITY_ORDER
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,7 +28,6 @@ T = TypeVar("T")
 
 _SUFFIX_FORMATS = {".md": OutputFormat.md, ".markdown": OutputFormat.md, ".html": OutputFormat.html,
                    ".htm": OutputFormat.html, ".json": OutputFormat.json, ".txt": OutputFormat.terminal}
-_SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 # the renderers' names of the document formats (advisor.render.DOCUMENTS, advisor.render.comparison.COMPARISON_DOCUMENTS)
 _DOCUMENTS = {OutputFormat.md: "markdown", OutputFormat.html: "html", OutputFormat.json: "json"}
 _CLOSED_STREAMS: set[str] = set()  # standard streams that were closed when the program started
@@ -262,7 +262,7 @@ def exit_code(statuses: Iterable[str], findings: Iterable, fail_on: FailOn | Non
     statuses = set(statuses)
     if "empty" in statuses:
         return errors.EXIT_NOTHING_DIAGNOSED
-    if fail_on is not None and any(_SEVERITY_RANK[f.severity] <= _SEVERITY_RANK[fail_on.value] for f in findings):
+    if fail_on is not None and any(SEVERITY_ORDER[f.severity] <= SEVERITY_ORDER[fail_on.value] for f in findings):
         return errors.EXIT_FAIL_ON
     if "partial" in statuses:
         return errors.EXIT_PARTIAL

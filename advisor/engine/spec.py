@@ -20,6 +20,7 @@ from advisor.engine.regex import UnsupportedRegex, translate
 from advisor.facts.catalogue import field_bounds, field_kind, literal_choices, value_kind
 from advisor.facts.models import FACT_FAMILIES, Fact
 from advisor.text import Text
+from advisor.vocabulary import Category, Platform, Severity
 
 Scalar = Union[bool, int, float, str]
 _ALIAS = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -29,26 +30,6 @@ GAIN_UNKNOWN = "unknown"
 COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte", "matches", "imatches", "exists", "in")
 _NUMERIC_OPS = {"gt", "gte", "lt", "lte"}
 _TEXT_OPS = {"matches", "imatches"}
-
-Platform = Literal["ascend", "gpu"]
-PLATFORMS: tuple[str, ...] = ("ascend", "gpu")
-Category = Literal[
-    "parallel-strategy",
-    "io",
-    "host-dispatch",
-    "affinity-operator",
-    "fused-operator",
-    "fused-optimizer",
-    "mc2",
-    "superkernel",
-    "memory",
-    "communication",
-    "cluster",
-    "kernel-efficiency",
-    "environment",
-    "profiling",
-    "comparison",
-]
 
 
 class _Model(BaseModel):
@@ -197,7 +178,7 @@ class RuleSpec(_Model):
     id: str
     title: Text
     category: Category
-    severity: Literal["auto", "high", "medium", "low"] = "auto"
+    severity: Literal["auto", Severity] = "auto"
     severity_reason: str | None = None
     platforms: list[Platform] = Field(default_factory=lambda: ["ascend"], min_length=1)
     description: Text | None = None

@@ -13,10 +13,11 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.usercontext import ModelSettings
+from advisor.vocabulary import Bottleneck, Micros, Platform
 
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
-Micros = Annotated[float, Field(ge=0.0)]
-BottleneckKind = Literal["compute", "communication", "host", "io", "memory", "balanced"]
+NonNegative = Annotated[float, Field(ge=0.0)]  # counts, sizes, bandwidths, ratios that may exceed 1
+Duration = Annotated[Micros, Field(ge=0.0)]  # a time the profile measured: never negative
 
 
 class Fact(BaseModel):
@@ -41,7 +42,7 @@ class ContextFact(Fact):
                              "kernel_details.csv header (chip family); *.pt.trace.json deviceProperties (GPU)")
 
     format: str = Field(description="Input format: ascend-pytorch, ascend-mindspore or pytorch-kineto (a PyTorch profiler trace).")
-    platform: Literal["ascend", "gpu"] = Field("ascend", description="ascend (NPU profiler output) or gpu (PyTorch profiler traces): which rules run.")
+    platform: Platform = Field("ascend", description="ascend (NPU profiler output) or gpu (PyTorch profiler traces): which rules run.")
     profiler_level: str | None = Field(None, description="Level_none, Level0, Level1 or Level2 (profiler_info).")
     aic_metrics: str | None = Field(None, description="AI Core metric set collected, e.g. ACL_AICORE_PIPE_UTILIZATION.")
     torch_npu_version: str | None = Field(None, description="torch_npu version (profiler_info, torch_npu >= 2.5).")
@@ -63,14 +64,14 @@ class _TimeBreakdown(Fact):
     """Device time of a step split into compute, not-overlapped communication and free (idle) time."""
 
     rank: int | None = Field(None, ge=0, description="Rank; absent for the profile-wide breakdown.")
-    step_time_us: Micros = Field(description="Computing + Communication(Not Overlapped) + Free: the device span of a step.")
-    compute_us: Micros = Field(description="Computing: union of compute-kernel time.")
-    comm_not_overlapped_us: Micros = Field(description="Communication(Not Overlapped): collectives not hidden by compute.")
-    free_us: Micros = Field(description="Free: device neither computing nor communicating.")
-    communication_us: Micros | None = Field(None, description="Communication: all collective time, overlapped or not.")
-    overlapped_us: Micros | None = Field(None, description="Communication hidden behind compute.")
-    bubble_us: Micros | None = Field(None, description="Bubble: pipeline-parallel receive waits (hcom_receive).")
-    preparing_us: Micros | None = Field(None, description="Preparing: host step start to first device task.")
+    step_time_us: Duration = Field(description="Computing + Communication(Not Overlapped) + Free: the device span of a step.")
+    compute_us: Duration = Field(description="Computing: union of compute-kernel time.")
+    comm_not_overlapped_us: Duration = Field(description="Communication(Not Overlapped): collectives not hidden by compute.")
+    free_us: Duration = Field(description="Free: device neither computing nor communicating.")
+    communication_us: Duration | None = Field(None, description="Communication: all collective time, overlapped or not.")
+    overlapped_us: Duration | None = Field(None, description="Communication hidden behind compute.")
+    bubble_us: Duration | None = Field(None, description="Bubble: pipeline-parallel receive waits (hcom_receive).")
+    preparing_us: Duration | None = Field(None, description="Preparing: host step start to first device task.")
     compute_ratio: Ratio = Field(description="compute_us / step_time_us.")
     communication_ratio: Ratio = Field(description="comm_not_overlapped_us / step_time_us.")
     free_ratio: Ratio = Field(description="free_us / step_time_us.")
@@ -83,7 +84,7 @@ class StepFact(_TimeBreakdown):
     source: ClassVar[str] = "step_trace_time.csv: Computing, Communication(Not Overlapped), Free, Communication, Overlapped, Bubble, Preparing, Stage"
 
     step: int | None = Field(None, description="Step number N of ProfilerStep#N; absent without step info.")
-    stage_us: Micros | None = Field(None, description="Stage as written by the profiler (span minus bubble).")
+    stage_us: Duration | None = Field(None, description="Stage as written by the profiler (span minus bubble).")
 
 
 class BreakdownFact(_TimeBreakdown):
@@ -109,10 +110,10 @@ class OperatorFact(Fact):
     op_type: str = Field(description="Operator type (kernel_details Type; the kernel Name when the type is unknown).")
     accelerator_core: str | None = Field(None, description="AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, …")
     type_source: Literal["type", "name"] = Field(description="'name' when Type was N/A (Level0) and Name was used.")
-    count_per_step: Micros = Field(description="Kernel launches per step.")
-    total_us_per_step: Micros = Field(description="Summed kernel duration per step, µs.")
-    mean_us: Micros = Field(description="Mean kernel duration, µs.")
-    max_us: Micros = Field(description="Longest kernel, µs.")
+    count_per_step: NonNegative = Field(description="Kernel launches per step.")
+    total_us_per_step: Duration = Field(description="Summed kernel duration per step, µs.")
+    mean_us: Duration = Field(description="Mean kernel duration, µs.")
+    max_us: Duration = Field(description="Longest kernel, µs.")
     share_of_compute: Ratio = Field(description="Share of all compute-kernel time (collectives excluded).")
     share_of_step: Ratio | None = Field(None, description="total_us_per_step / the rank's step_time_us (capped at 1).")
     position: int = Field(ge=1, description="1 for the operator type with the most time on this rank, 2 next, …")
@@ -139,9 +140,9 @@ class SequenceFact(Fact):
     rank: int = Field(ge=0, description="Rank.")
     first_type: str = Field(description="Operator type of the earlier kernel.")
     second_type: str = Field(description="Operator type of the kernel right after it.")
-    count_per_step: Micros = Field(description="How often the pair occurs per step.")
-    first_us_per_step: Micros = Field(description="Time of the first kernels of these pairs per step, µs.")
-    second_us_per_step: Micros = Field(description="Time of the second kernels of these pairs per step, µs.")
+    count_per_step: NonNegative = Field(description="How often the pair occurs per step.")
+    first_us_per_step: Duration = Field(description="Time of the first kernels of these pairs per step, µs.")
+    second_us_per_step: Duration = Field(description="Time of the second kernels of these pairs per step, µs.")
     share_of_step: Ratio | None = Field(None, description="Both kernels' time / the rank's step time (capped at 1).")
 
 
@@ -160,9 +161,9 @@ class ChainFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     pattern: Literal["rms_norm", "rotary_embedding", "swiglu"] = Field(description="The decomposed operator.")
-    count_per_step: Micros = Field(description="Chains per step.")
-    kernels_per_chain: Micros = Field(description="Mean number of kernels in a chain.")
-    us_per_step: Micros = Field(description="Summed device time of every kernel of the chains per step, µs: what the "
+    count_per_step: NonNegative = Field(description="Chains per step.")
+    kernels_per_chain: NonNegative = Field(description="Mean number of kernels in a chain.")
+    us_per_step: Duration = Field(description="Summed device time of every kernel of the chains per step, µs: what the "
                                 "fused operator replaces (its own time not subtracted).")
     share_of_step: Ratio | None = Field(None, description="us_per_step / the rank's step time (capped at 1).")
     sequence: str = Field(description="The most common chain, e.g. 'Cast → Square → ReduceMeanD → Add → Rsqrt → Mul → Mul'.")
@@ -189,21 +190,21 @@ class Mc2Fact(Fact):
     pattern: Literal["matmul_all_reduce", "matmul_reduce_scatter", "all_gather_matmul"] = Field(
         description="Which fused operator applies: MatmulAllReduce, MatmulReduceScatter or AllGatherMatmul."
     )
-    count_per_step: Micros = Field(description="Occurrences per step.")
-    matmul_us: Micros = Field(description="Mean MatMul time per occurrence, µs.")
-    comm_us: Micros = Field(description="Mean collective time per occurrence, µs.")
+    count_per_step: NonNegative = Field(description="Occurrences per step.")
+    matmul_us: Duration = Field(description="Mean MatMul time per occurrence, µs.")
+    comm_us: Duration = Field(description="Mean collective time per occurrence, µs.")
     m: int | None = Field(None, ge=1, description="M of the MatMul [M, K]×[K, N] (batch dimensions folded in).")
     k: int | None = Field(None, ge=1, description="K of the MatMul.")
     n: int | None = Field(None, ge=1, description="N of the MatMul.")
     dtype: str | None = Field(None, description="fp16, bf16, fp32 or int8, from Input Data Types.")
     group: str = Field(description="The collective's process-group name (tp, …), or its hash when unknown.")
-    payload_mb: Micros = Field(description="The tensor the collective carries, MB (10^6 bytes), from the data it sent "
+    payload_mb: NonNegative = Field(description="The tensor the collective carries, MB (10^6 bytes), from the data it sent "
                                "and the group's size (the middle of the possible range when the size is unknown).")
-    matmul_mb: Micros = Field(description="The MatMul's output (its input A for AllGather→MatMul), MB: M × N (M × K) × dtype bytes.")
+    matmul_mb: NonNegative = Field(description="The MatMul's output (its input A for AllGather→MatMul), MB: M × N (M × K) × dtype bytes.")
     bound: Literal["compute", "communication"] = Field(description="The longer of MatMul and collective.")
     tiles: str | None = Field(None, description="The planner's split of M, e.g. '512,896,896,896,896' (MatmulAllReduce with shapes).")
-    predicted_fused_us: Micros | None = Field(None, description="The planner's predicted fused time per occurrence, µs.")
-    gain_us_per_step: Micros = Field(description="Predicted saving per step: (serial − fused) × count, or min(MatMul, collective) × count.")
+    predicted_fused_us: Duration | None = Field(None, description="The planner's predicted fused time per occurrence, µs.")
+    gain_us_per_step: Duration = Field(description="Predicted saving per step: (serial − fused) × count, or min(MatMul, collective) × count.")
     gain_share_of_step: Ratio | None = Field(None, description="gain_us_per_step / the rank's step time (capped at 1).")
 
 
@@ -230,17 +231,17 @@ class CommunicationFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     kind: Literal["collective", "p2p"] = Field(description="collective, or p2p (send/receive/batchSendRecv).")
-    ops_per_step: Micros = Field(description="Communication ops per step.")
-    elapse_us: Micros = Field(description="Summed op time per step, µs (Elapse Time).")
-    transit_us: Micros = Field(description="Time moving data per step, µs (Transit Time).")
-    wait_us: Micros = Field(description="Time in Notify_Wait per step, µs (Wait Time).")
-    synchronization_us: Micros = Field(description="Wait before the first transfer per step, µs (Synchronization Time).")
-    idle_us: Micros = Field(description="Elapse − transit − wait per step, µs (Idle Time).")
+    ops_per_step: NonNegative = Field(description="Communication ops per step.")
+    elapse_us: Duration = Field(description="Summed op time per step, µs (Elapse Time).")
+    transit_us: Duration = Field(description="Time moving data per step, µs (Transit Time).")
+    wait_us: Duration = Field(description="Time in Notify_Wait per step, µs (Wait Time).")
+    synchronization_us: Duration = Field(description="Wait before the first transfer per step, µs (Synchronization Time).")
+    idle_us: Duration = Field(description="Elapse − transit − wait per step, µs (Idle Time).")
     transit_share: Ratio = Field(description="transit_us / elapse_us: the share of communication time moving data.")
     wait_share: Ratio = Field(description="wait_us / elapse_us.")
     idle_share: Ratio = Field(description="idle_us / elapse_us.")
     wait_ratio: Ratio = Field(description="wait / (wait + transit), CANN's Wait Time Ratio over all ops.")
-    transit_from_bandwidth_per_step: Micros = Field(
+    transit_from_bandwidth_per_step: NonNegative = Field(
         0.0, description="Ops per step whose Time Info says 0 (or nothing) transit although Bandwidth Info moved data: "
         "their transit is the busiest transport's Bandwidth Info time, at most elapse − wait.")
     group_size: int | None = Field(
@@ -250,13 +251,13 @@ class CommunicationFact(Fact):
     missing_ranks: str | None = Field(
         None, description="The members not profiled: global ranks when parallel_group_info lists the group, else "
         "the communicator's local ranks (e.g. 'local ranks 2–7').")
-    outside_wait_us: Micros = Field(
+    outside_wait_us: Duration = Field(
         0.0, description="Time per step inside collectives of groups not wholly profiled, after every profiled member "
         "had arrived, not moving data: waiting for members outside the profile, µs (0 when the group is complete "
         "or its size unknown).")
     outside_wait_share: Ratio = Field(0.0, description="outside_wait_us / elapse_us.")
     waited_peer: int | None = Field(None, ge=0, description="The communicator-local rank this rank's HCCL Notify_Wait tasks wait for longest (their 'dst rank', trace_view.json); None when the trace has none.")
-    waited_peer_us: Micros | None = Field(None, description="Its Notify_Wait time per step, µs.")
+    waited_peer_us: Duration | None = Field(None, description="Its Notify_Wait time per step, µs.")
     waited_peer_share: Ratio | None = Field(None, description="waited_peer_us / the Notify_Wait time per step for every peer.")
     waited_for: str = Field("not recorded (no Notify_Wait task in the trace names a peer)", description="The same in words, for the explanations, e.g. 'local rank 5 (101,683 µs per step, 90 % of the Notify_Wait time)'.")
 
@@ -271,12 +272,12 @@ class TransportFact(Fact):
     transport: Literal["HCCS", "PCIE", "RDMA", "SIO", "SDMA"] = Field(
         description="Link type; SDMA appears only when the file does not split it into HCCS/PCIE/SIO."
     )
-    size_mb_per_step: Micros = Field(description="Data moved per step, MB (10^6 bytes).")
-    time_us_per_step: Micros = Field(description="Transfer time per step summed over all planes, µs.")
-    bandwidth_gbps: Micros = Field(description="size / time, GB/s.")
-    nominal_gbps: Micros | None = Field(None, description="The link's nominal bandwidth for the hardware, where known.")
-    utilization: Micros | None = Field(None, description="bandwidth_gbps / nominal_gbps.")
-    ops_per_step: Micros = Field(description="Communication ops per step that used this transport.")
+    size_mb_per_step: NonNegative = Field(description="Data moved per step, MB (10^6 bytes).")
+    time_us_per_step: Duration = Field(description="Transfer time per step summed over all planes, µs.")
+    bandwidth_gbps: NonNegative = Field(description="size / time, GB/s.")
+    nominal_gbps: NonNegative | None = Field(None, description="The link's nominal bandwidth for the hardware, where known.")
+    utilization: NonNegative | None = Field(None, description="bandwidth_gbps / nominal_gbps.")
+    ops_per_step: NonNegative = Field(description="Communication ops per step that used this transport.")
     small_op_share: Ratio = Field(
         description="Share of those ops moving less than 16 MB (1 MB for RDMA) over this transport."
     )
@@ -297,12 +298,12 @@ class LinkFact(Fact):
     dst_rank: int = Field(ge=0, description="Receiving rank, numbered like src_rank.")
     ranks_are_global: bool = Field(description="True when parallel_group_info mapped the group's local ranks to global ones.")
     transport: str = Field(description="HCCS, PCIE, RDMA, SIO (LOCAL on-chip copies are left out).")
-    size_mb_per_step: Micros = Field(description="Data moved per step, MB (10^6 bytes).")
-    time_us_per_step: Micros = Field(description="Transfer time per step, µs.")
-    bandwidth_gbps: Micros = Field(description="size / time, GB/s.")
-    nominal_gbps: Micros | None = Field(None, description="The link type's nominal bandwidth for the hardware, where known.")
-    utilization: Micros | None = Field(None, description="bandwidth_gbps / nominal_gbps.")
-    median_ratio: Micros | None = Field(
+    size_mb_per_step: NonNegative = Field(description="Data moved per step, MB (10^6 bytes).")
+    time_us_per_step: Duration = Field(description="Transfer time per step, µs.")
+    bandwidth_gbps: NonNegative = Field(description="size / time, GB/s.")
+    nominal_gbps: NonNegative | None = Field(None, description="The link type's nominal bandwidth for the hardware, where known.")
+    utilization: NonNegative | None = Field(None, description="bandwidth_gbps / nominal_gbps.")
+    median_ratio: NonNegative | None = Field(
         None, description="bandwidth_gbps / the median bandwidth of all links of this transport in the profile (3 or more)."
     )
 
@@ -318,23 +319,23 @@ class MemoryFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     component: str = Field(description="The memory_record component used: PTA+GE when graph-mode memory exists, else PTA.")
-    peak_allocated_mb: Micros = Field(description="Peak Total Allocated, MB (1024² bytes).")
-    peak_reserved_mb: Micros = Field(description="Peak Total Reserved (allocator cache), MB.")
-    reserved_unused_mb: Micros = Field(description="Reserved − allocated at the moment of peak allocation, MB.")
+    peak_allocated_mb: NonNegative = Field(description="Peak Total Allocated, MB (1024² bytes).")
+    peak_reserved_mb: NonNegative = Field(description="Peak Total Reserved (allocator cache), MB.")
+    reserved_unused_mb: NonNegative = Field(description="Reserved − allocated at the moment of peak allocation, MB.")
     reserved_unused_ratio: Ratio = Field(description="reserved_unused_mb / reserved at that moment.")
     reorganisations: int = Field(ge=0, description="Drops of Total Reserved inside the profiled steps (cache released).")
-    reorganisations_per_step: Micros = Field(description="reorganisations / steps with a known time window.")
-    reorganisation_times_us: list[float] = Field(
+    reorganisations_per_step: NonNegative = Field(description="reorganisations / steps with a known time window.")
+    reorganisation_times_us: list[Micros] = Field(
         default_factory=list, description="Timestamps of the first reorganisations (µs, local Unix time)."
     )
     steps_observed: int = Field(ge=0, description="Steps whose time window was known (from kernel_details); 0 = whole capture.")
-    process_peak_reserved_mb: Micros | None = Field(None, description="Peak device memory of the whole process (APP rows), MB.")
-    hccl_reserved_mb: Micros | None = Field(None, description="Peak memory reserved by HCCL (npu_module_mem.csv), MB.")
-    capacity_mb: Micros | None = Field(None, description="Device memory, MB (from --context device_memory_gb).")
+    process_peak_reserved_mb: NonNegative | None = Field(None, description="Peak device memory of the whole process (APP rows), MB.")
+    hccl_reserved_mb: NonNegative | None = Field(None, description="Peak memory reserved by HCCL (npu_module_mem.csv), MB.")
+    capacity_mb: NonNegative | None = Field(None, description="Device memory, MB (from --context device_memory_gb).")
     peak_share_of_capacity: Ratio | None = Field(
         None, description="Peak device memory (process peak, else allocator peak) / capacity_mb, capped at 1."
     )
-    timeline_us: list[float] = Field(
+    timeline_us: list[Micros] = Field(
         default_factory=list, description="Times of the memory timeline (µs, local Unix time), at most 240 points."
     )
     timeline_allocated_mb: list[float] = Field(
@@ -354,8 +355,8 @@ class AllocationFact(Fact):
     rank: int = Field(ge=0, description="Rank.")
     op_name: str = Field(description="The framework op that requested the memory, e.g. aten::empty_strided.")
     allocations: int = Field(ge=0, description="Allocations in the capture.")
-    allocated_mb: Micros = Field(description="Memory allocated in the capture, MB.")
-    largest_mb: Micros = Field(description="Largest single allocation, MB.")
+    allocated_mb: NonNegative = Field(description="Memory allocated in the capture, MB.")
+    largest_mb: NonNegative = Field(description="Largest single allocation, MB.")
     share_of_allocated: Ratio = Field(description="allocated_mb / all operators' allocated_mb.")
     position: int = Field(ge=1, description="1 for the operator allocating the most.")
 
@@ -385,36 +386,36 @@ class HostFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     steps: int = Field(ge=1, description="ProfilerStep windows in the trace (1 = the whole capture).")
-    compile_calls_per_step: Micros = Field(description="Online operator compilations: AscendCL@opCompile spans (else AscendCL@aclopCompileAndExecute calls, which also run the operator); GPU: nvrtc/hiprtc compilations.")
-    compile_us_per_step: Micros = Field(description="Their total time, µs.")
-    sync_calls_per_step: Micros = Field(description="AscendCL@aclrtSynchronizeStream/Device/Event calls (host waits for the device); GPU: cuda/hip Device/Stream/EventSynchronize.")
-    sync_us_per_step: Micros = Field(description="Their total time, µs.")
-    item_sync_calls_per_step: Micros = Field(0.0, description="Of them, the calls made by .item() reads (inside aten::item / aten::_local_scalar_dense).")
-    allocator_sync_calls_per_step: Micros = Field(0.0, description="Synchronisations inside the allocator's own free/malloc calls (not counted in sync_calls_per_step).")
-    free_calls_per_step: Micros = Field(0.0, description="AscendCL@aclrtFree / aclrtFreePhysical calls per step (memory returned to the device); GPU: cudaFree/hipFree.")
-    free_us_per_step: Micros = Field(0.0, description="Their total time, µs.")
-    launch_calls_per_step: Micros = Field(description="Node@launch calls (kernel launches); GPU: cudaLaunchKernel and the like.")
-    launch_us_mean: Micros | None = Field(None, description="Mean launch call time: the host cost of one launch, µs.")
-    launch_latency_us_median: Micros | None = Field(None, description="Median launch → device start delay (HostToDevice flows; GPU: correlation ids), µs.")
-    launch_latency_us_p90: Micros | None = Field(None, description="90th percentile of that delay, µs.")
+    compile_calls_per_step: NonNegative = Field(description="Online operator compilations: AscendCL@opCompile spans (else AscendCL@aclopCompileAndExecute calls, which also run the operator); GPU: nvrtc/hiprtc compilations.")
+    compile_us_per_step: Duration = Field(description="Their total time, µs.")
+    sync_calls_per_step: NonNegative = Field(description="AscendCL@aclrtSynchronizeStream/Device/Event calls (host waits for the device); GPU: cuda/hip Device/Stream/EventSynchronize.")
+    sync_us_per_step: Duration = Field(description="Their total time, µs.")
+    item_sync_calls_per_step: NonNegative = Field(0.0, description="Of them, the calls made by .item() reads (inside aten::item / aten::_local_scalar_dense).")
+    allocator_sync_calls_per_step: NonNegative = Field(0.0, description="Synchronisations inside the allocator's own free/malloc calls (not counted in sync_calls_per_step).")
+    free_calls_per_step: NonNegative = Field(0.0, description="AscendCL@aclrtFree / aclrtFreePhysical calls per step (memory returned to the device); GPU: cudaFree/hipFree.")
+    free_us_per_step: Duration = Field(0.0, description="Their total time, µs.")
+    launch_calls_per_step: NonNegative = Field(description="Node@launch calls (kernel launches); GPU: cudaLaunchKernel and the like.")
+    launch_us_mean: Duration | None = Field(None, description="Mean launch call time: the host cost of one launch, µs.")
+    launch_latency_us_median: Duration | None = Field(None, description="Median launch → device start delay (HostToDevice flows; GPU: correlation ids), µs.")
+    launch_latency_us_p90: Duration | None = Field(None, description="90th percentile of that delay, µs.")
     tiny_kernel_share: Ratio | None = Field(None, description="Share of compute tasks shorter than launch_us_mean.")
-    gc_calls_per_step: Micros = Field(description="Python GC pauses (recorded only with gc_detect_threshold).")
-    gc_us_per_step: Micros = Field(description="Their total time, µs.")
+    gc_calls_per_step: NonNegative = Field(description="Python GC pauses (recorded only with gc_detect_threshold).")
+    gc_us_per_step: Duration = Field(description="Their total time, µs.")
     gc_share_of_step: Ratio | None = Field(None, description="gc_us_per_step / the rank's step time (capped at 1).")
-    optimizer_us_per_step: Micros = Field(description="Host time in Optimizer.step#… regions, µs.")
+    optimizer_us_per_step: Duration = Field(description="Host time in Optimizer.step#… regions, µs.")
     optimizer_share_of_step: Ratio | None = Field(None, description="optimizer_us_per_step / the rank's step time (capped at 1).")
-    sync_batch_norm_calls_per_step: Micros = Field(description="Framework events named SyncBatchNorm.")
-    stream_gap_us_per_step: Micros | None = Field(
+    sync_batch_norm_calls_per_step: NonNegative = Field(description="Framework events named SyncBatchNorm.")
+    stream_gap_us_per_step: Duration | None = Field(
         None, description="Idle time between consecutive tasks on the busiest device stream per step, µs.")
-    stream_gap_max_us: Micros | None = Field(None, description="The longest such gap, µs.")
-    stream_gaps_per_step: Micros | None = Field(None, description="Gaps of 50 µs or more on that stream per step.")
-    host_gap_us_per_step: Micros | None = Field(
+    stream_gap_max_us: Duration | None = Field(None, description="The longest such gap, µs.")
+    stream_gaps_per_step: NonNegative | None = Field(None, description="Gaps of 50 µs or more on that stream per step.")
+    host_gap_us_per_step: Duration | None = Field(
         None, description="Host stretches of 1 ms or more inside a step with no runtime call (launch, sync, compile, free), µs per step.")
-    host_gap_max_us: Micros | None = Field(None, description="The longest stretch between runtime calls inside a step, µs.")
-    optimizer_kernels_per_step: Micros | None = Field(
+    host_gap_max_us: Duration | None = Field(None, description="The longest stretch between runtime calls inside a step, µs.")
+    optimizer_kernels_per_step: NonNegative | None = Field(
         None, description="Device tasks launched from inside Optimizer.step regions per step (HostToDevice flows).")
-    optimizer_kernel_us_per_step: Micros | None = Field(None, description="Their device time per step, µs.")
-    optimizer_foreach_kernels_per_step: Micros | None = Field(None, description="How many of them are multi-tensor kernels (Foreach*, multi_tensor_apply, fused optimizer kernels): the optimizer is already foreach or fused.")
+    optimizer_kernel_us_per_step: Duration | None = Field(None, description="Their device time per step, µs.")
+    optimizer_foreach_kernels_per_step: NonNegative | None = Field(None, description="How many of them are multi-tensor kernels (Foreach*, multi_tensor_apply, fused optimizer kernels): the optimizer is already foreach or fused.")
 
 
 class GpuFact(Fact):
@@ -428,7 +429,7 @@ class GpuFact(Fact):
     rank: int = Field(ge=0, description="Rank.")
     device: str | None = Field(None, description="GPU name (deviceProperties).")
     steps: int = Field(ge=1, description="ProfilerSteps analysed: all but the last (1 = the whole capture).")
-    span_us: Micros = Field(description="Kernel span: first GPU activity start to last end in the analysed steps, µs.")
+    span_us: Duration = Field(description="Kernel span: first GPU activity start to last end in the analysed steps, µs.")
     idle_ratio: Ratio = Field(description="Share of the span with no GPU activity at all (HTA idle time).")
     compute_ratio: Ratio = Field(description="Share of the span running compute kernels (HTA compute time).")
     non_compute_ratio: Ratio = Field(description="Share running only communication or memory copies (HTA non-compute time).")
@@ -437,10 +438,10 @@ class GpuFact(Fact):
     idle_host_wait_ratio: Ratio = Field(description="Share of the streams' idle gaps where the next kernel was launched only after the stream drained (the host was late).")
     idle_kernel_wait_ratio: Ratio = Field(description="Share of gaps under 30 µs between kernels launched in advance (launch overhead between kernels).")
     idle_other_ratio: Ratio = Field(description="Share of the remaining gaps (waiting on events, other streams, synchronisation).")
-    host_wait_us_per_step: Micros = Field(description="Idle time per step on all streams caused by late launches, µs.")
+    host_wait_us_per_step: Duration = Field(description="Idle time per step on all streams caused by late launches, µs.")
     fp32_gemm_share: Ratio = Field(description="Share of compute-kernel time in matrix math on CUDA cores: GEMM and convolution kernels (sgemm, cuDNN's implicit GEMM, winograd, dgrad/wgrad engines…) without a tensor-core marker (884, 16816, hmma, xmma, tensorop, f16, bf16, tf32…) in their name: math AMP/TF32 would move to tensor cores.")
-    pageable_memcpy_per_step: Micros = Field(description="Host↔device copies from pageable memory per step (Memcpy … Pageable): not overlappable; pin_memory avoids them.")
-    memcpy_us_per_step: Micros = Field(description="GPU time of memory copies and sets per step, µs.")
+    pageable_memcpy_per_step: NonNegative = Field(description="Host↔device copies from pageable memory per step (Memcpy … Pageable): not overlappable; pin_memory avoids them.")
+    memcpy_us_per_step: Duration = Field(description="GPU time of memory copies and sets per step, µs.")
     max_queue_length: int = Field(0, ge=0, description="Most launches waiting to start on one stream (HTA queue length); at 1024 the CPU blocks on launches.")
 
 
@@ -457,8 +458,8 @@ class ApiFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     name: str = Field(description="The op, e.g. aten::item.")
-    calls_per_step: Micros = Field(description="Calls per step.")
-    us_per_step: Micros = Field(description="Host time in those calls per step, µs.")
+    calls_per_step: NonNegative = Field(description="Calls per step.")
+    us_per_step: Duration = Field(description="Host time in those calls per step, µs.")
 
 
 IdlePart = Literal["dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad", "sync", "copy", "dispatch", "host"]
@@ -483,20 +484,20 @@ class IdleFact(Fact):
 
     rank: int = Field(ge=0, description="Rank.")
     steps: int = Field(ge=1, description="Steps the figures are averaged over.")
-    step_us: Micros = Field(description="Mean length of the step windows the idle time was measured in, µs.")
-    idle_us: Micros = Field(description="Device idle time per step inside the step windows, µs.")
+    step_us: Duration = Field(description="Mean length of the step windows the idle time was measured in, µs.")
+    idle_us: Duration = Field(description="Device idle time per step inside the step windows, µs.")
     idle_share_of_step: Ratio = Field(description="idle_us / step_us.")
-    dataloader_us: Micros = Field(description="Idle while the host is inside a DataLoader call, µs per step.")
-    compile_us: Micros = Field(description="Idle while the host compiles an operator online, µs per step.")
-    allocator_us: Micros = Field(description="Idle while the host frees or allocates device memory, µs per step.")
-    gc_us: Micros = Field(description="Idle while Python's garbage collector runs, µs per step.")
-    optimizer_us: Micros = Field(0.0, description="Idle while the host is inside Optimizer.step (a per-parameter loop launches its kernels one by one), µs per step.")
-    zero_grad_us: Micros = Field(0.0, description="Idle while the host is inside Optimizer.zero_grad (zeroing each gradient with its own kernel), µs per step.")
-    sync_us: Micros = Field(description="Idle from a host synchronisation until the device gets its next task, µs per step.")
-    item_sync_us: Micros = Field(0.0, description="The part of sync_us after the synchronisations of .item() reads, µs per step.")
-    copy_us: Micros = Field(description="Idle except for memory copies on the device, µs per step.")
-    dispatch_us: Micros = Field(description="Idle before a task launched only after the device had drained, µs per step.")
-    host_us: Micros = Field(description="The rest: idle with the next task already queued, or at the step's end, µs per step.")
+    dataloader_us: Duration = Field(description="Idle while the host is inside a DataLoader call, µs per step.")
+    compile_us: Duration = Field(description="Idle while the host compiles an operator online, µs per step.")
+    allocator_us: Duration = Field(description="Idle while the host frees or allocates device memory, µs per step.")
+    gc_us: Duration = Field(description="Idle while Python's garbage collector runs, µs per step.")
+    optimizer_us: Duration = Field(0.0, description="Idle while the host is inside Optimizer.step (a per-parameter loop launches its kernels one by one), µs per step.")
+    zero_grad_us: Duration = Field(0.0, description="Idle while the host is inside Optimizer.zero_grad (zeroing each gradient with its own kernel), µs per step.")
+    sync_us: Duration = Field(description="Idle from a host synchronisation until the device gets its next task, µs per step.")
+    item_sync_us: Duration = Field(0.0, description="The part of sync_us after the synchronisations of .item() reads, µs per step.")
+    copy_us: Duration = Field(description="Idle except for memory copies on the device, µs per step.")
+    dispatch_us: Duration = Field(description="Idle before a task launched only after the device had drained, µs per step.")
+    host_us: Duration = Field(description="The rest: idle with the next task already queued, or at the step's end, µs per step.")
     dataloader_share_of_step: Ratio = Field(description="dataloader_us / step_us.")
     compile_share_of_step: Ratio = Field(description="compile_us / step_us.")
     allocator_share_of_step: Ratio = Field(description="allocator_us / step_us.")
@@ -510,13 +511,13 @@ class IdleFact(Fact):
     largest_part: IdlePart | None = Field(None, description="The part with the most idle time (None without idle time).")
     largest_share_of_idle: Ratio = Field(description="That part's share of idle_us.")
     dataloader_share_of_idle: Ratio = Field(description="dataloader_us / idle_us: how much of the idle time data loading explains.")
-    step_median_us: Micros | None = Field(None, description="The median step window, µs (None below 3 steps).")
+    step_median_us: Duration | None = Field(None, description="The median step window, µs (None below 3 steps).")
     slowest_step: int | None = Field(None, description="The number of the slowest step (ProfilerStep#N).")
-    slowest_step_us: Micros | None = Field(None, description="Its window, µs.")
+    slowest_step_us: Duration | None = Field(None, description="Its window, µs.")
     slowest_idle_part: IdlePart | None = Field(None, description="The part with the most idle time in the slowest step.")
-    slowest_idle_part_us: Micros | None = Field(None, description="That part's idle time in the slowest step, µs.")
+    slowest_idle_part_us: Duration | None = Field(None, description="That part's idle time in the slowest step, µs.")
     outlier_steps: str | None = Field(None, description="The steps longer than 1.2 × the median step, e.g. '5, 9' (None when none is).")
-    outlier_excess_us: Micros | None = Field(None, description="What the outlier steps add to the mean step: the sum of their excess over the median / steps, µs.")
+    outlier_excess_us: Duration | None = Field(None, description="What the outlier steps add to the mean step: the sum of their excess over the median / steps, µs.")
     outlier_excess_share_of_step: Ratio | None = Field(None, description="outlier_excess_us / step_us.")
 
     def part_us(self, part: str) -> float:
@@ -533,8 +534,8 @@ class DataLoaderFact(Fact):
     )
 
     rank: int = Field(ge=0, description="Rank.")
-    calls_per_step: Micros = Field(description="Batches fetched per step.")
-    us_per_step: Micros = Field(description="Time waiting for batches per step, µs.")
+    calls_per_step: NonNegative = Field(description="Batches fetched per step.")
+    us_per_step: Duration = Field(description="Time waiting for batches per step, µs.")
     share_of_step: Ratio | None = Field(None, description="us_per_step / the rank's step time (capped at 1).")
     iterator: Literal["multi-process", "single-process", "unknown"] = Field(
         description="The DataLoader iterator: single-process means num_workers=0."
@@ -551,9 +552,9 @@ class SpreadFact(Fact):
     dimension: Literal["compute", "communication", "free"] = Field(description="The part of the step compared.")
     max_rank: int = Field(ge=0, description="The rank with the most of it.")
     min_rank: int = Field(ge=0, description="The rank with the least of it.")
-    max_us: Micros = Field(description="Its time per step on max_rank, µs.")
-    min_us: Micros = Field(description="Its time per step on min_rank, µs.")
-    spread_us: Micros = Field(description="max_us − min_us.")
+    max_us: Duration = Field(description="Its time per step on max_rank, µs.")
+    min_us: Duration = Field(description="Its time per step on min_rank, µs.")
+    spread_us: Duration = Field(description="max_us − min_us.")
     spread_ratio: Ratio = Field(description="spread_us / the mean step time over ranks.")
     rank: int = Field(
         ge=0,
@@ -584,9 +585,9 @@ class StragglerFact(Fact):
                                    "least the local ranks its communication_matrix links reach).")
     ranks: int = Field(ge=2, description="Ranks whose files hold collectives of this group.")
     rank: int = Field(ge=0, description="The straggler: the rank that waits least, because the others wait for it.")
-    straggler_wait_us: Micros = Field(description="Its wait inside the group's collectives per step, µs.")
-    others_wait_us: Micros = Field(description="The other ranks' mean wait per step, µs.")
-    lost_us: Micros = Field(description="others_wait_us − straggler_wait_us: time per step the others lose to it, µs.")
+    straggler_wait_us: Duration = Field(description="Its wait inside the group's collectives per step, µs.")
+    others_wait_us: Duration = Field(description="The other ranks' mean wait per step, µs.")
+    lost_us: Duration = Field(description="others_wait_us − straggler_wait_us: time per step the others lose to it, µs.")
     lost_share_of_step: Ratio | None = Field(None, description="lost_us / the mean step time (capped at 1).")
     max_wait_rank: int = Field(ge=0, description="The rank that waits most.")
 
@@ -608,16 +609,16 @@ class PipelineFact(Fact):
     slowest_stage: int = Field(ge=0, description="Stage index (0 = first) with the most compute per step.")
     slowest_rank: int = Field(ge=0, description="Its global rank.")
     fastest_stage: int = Field(ge=0, description="Stage index with the least compute per step.")
-    max_compute_us: Micros = Field(description="Compute per step of the slowest stage, µs.")
-    mean_compute_us: Micros = Field(description="Mean compute per step over the stages, µs.")
-    min_compute_us: Micros = Field(description="Compute per step of the fastest stage, µs.")
-    compute_spread_ratio: Micros = Field(description="(max − min) / mean compute over the stages.")
+    max_compute_us: Duration = Field(description="Compute per step of the slowest stage, µs.")
+    mean_compute_us: Duration = Field(description="Mean compute per step over the stages, µs.")
+    min_compute_us: Duration = Field(description="Compute per step of the fastest stage, µs.")
+    compute_spread_ratio: NonNegative = Field(description="(max − min) / mean compute over the stages.")
     grouping: Literal["parallel_group_info", "distributed_args", "p2p"] = Field(
         "parallel_group_info",
         description="How the stages were found: the 'pp' groups of parallel_group_info, MindSpeed's distributed_args, "
         "or inferred from which ranks share send/receive communicators (ordered from the lower-numbered end).")
     max_p2p_wait_rank: int | None = Field(None, ge=0, description="The stage rank that waits longest in P2P receives.")
-    max_p2p_wait_us: Micros | None = Field(None, description="Its receive wait per step, µs.")
+    max_p2p_wait_us: Duration | None = Field(None, description="Its receive wait per step, µs.")
     waits_on_rank: int | None = Field(None, ge=0, description="The neighbour it waits for (the other rank of that P2P group).")
     pipeline_ranks: str = Field("", description="This pipeline's ranks in stage order, e.g. '0 → 2'.")
     stage_ranks: str = Field("", description="The ranks holding each stage over all pipelines of the profile, e.g. "
@@ -636,7 +637,7 @@ class ModelFact(Fact, ModelSettings):
     source: ClassVar[str] = "--context FILE.yaml"
 
     tp_crosses_nodes: bool | None = Field(None, description="tensor_parallel > cards_per_node (both given).")
-    activation_mb: Micros | None = Field(
+    activation_mb: NonNegative | None = Field(
         None, description="One micro-batch activation [b, s, h] in MiB (micro_batch_size, sequence_length, hidden_size, dtype; bf16 when unknown)."
     )
     hccl_buffsize_mb: int | None = Field(None, ge=1, description="Recommended HCCL_BUFFSIZE: activation_mb rounded up (the large-model performance-analysis guide).")
@@ -655,7 +656,7 @@ class LayoutFact(Fact):
     zero1: bool = Field(description="Whether the plan needs ZeRO-1.")
     recompute: bool = Field(description="Whether the plan needs selective recomputation.")
     fits: bool = Field(description="Whether the estimated memory per card fits in 90 % of the device.")
-    per_card_gb: Micros = Field(description="Estimated memory per card of the plan, GB (16 bytes per parameter, see advisor plan parallel).")
+    per_card_gb: NonNegative = Field(description="Estimated memory per card of the plan, GB (16 bytes per parameter, see advisor plan parallel).")
     plan: str = Field(description="The plan as text, e.g. 'TP=8 PP=3 DP=1'.")
     reasons: str = Field(description="Why, step by step.")
     current_tp: int | None = Field(None, ge=1, description="tensor_parallel in use (from --context).")
@@ -672,17 +673,17 @@ class BottleneckFact(Fact):
 
     scope: Literal["rank", "profile"] = Field(description="'rank' or 'profile', as the breakdown it came from.")
     rank: int | None = Field(None, ge=0, description="Rank; absent for the profile verdict.")
-    kind: BottleneckKind = Field(description="compute, communication, host, io, memory or balanced.")
+    kind: Bottleneck = Field(description="compute, communication, host, io, memory or balanced.")
     ratio: Ratio = Field(description="Share of step time of the deciding component.")
 
 
 class _Delta(Fact):
     """A measure on the base and the target profile of ``advisor compare`` (per step, mean over ranks)."""
 
-    base_us: Micros = Field(description="Its time per step on BASE, µs.")
-    target_us: Micros = Field(description="Its time per step on TARGET, µs.")
-    diff_us: float = Field(description="target_us − base_us (negative: TARGET is faster), µs.")
-    ratio: Micros | None = Field(None, description="target_us / base_us; absent when BASE has none of it.")
+    base_us: Duration = Field(description="Its time per step on BASE, µs.")
+    target_us: Duration = Field(description="Its time per step on TARGET, µs.")
+    diff_us: Micros = Field(description="target_us − base_us (negative: TARGET is faster), µs.")
+    ratio: NonNegative | None = Field(None, description="target_us / base_us; absent when BASE has none of it.")
     share_of_base_step: float = Field(description="diff_us / BASE's step time (negative when TARGET is faster).")
 
 
@@ -706,11 +707,11 @@ class OperatorDeltaFact(_Delta):
     matched_by: Literal["type", "class"] = Field(description="type: identical operator types; class: normalised classes across vendors.")
     base_types: str = Field(description="BASE's operator types under the key (comma-separated, longest first).")
     target_types: str = Field(description="TARGET's operator types under the key.")
-    base_count: Micros = Field(description="Launches per step on BASE.")
-    target_count: Micros = Field(description="Launches per step on TARGET.")
+    base_count: NonNegative = Field(description="Launches per step on BASE.")
+    target_count: NonNegative = Field(description="Launches per step on TARGET.")
     position: int = Field(ge=1, description="1 for the largest regression (diff_us), 2 for the next, …")
     operator_class: str = Field(description="The key's vendor-neutral class, e.g. convolution, matmul (the key itself when matched by class).")
-    class_diff_us: float = Field(description="target − base of the whole class per step, µs: near zero when a library only "
+    class_diff_us: Micros = Field(description="target − base of the whole class per step, µs: near zero when a library only "
                                              "swapped kernels of one class for others (cuDNN picking another algorithm).")
     class_share_of_base_step: float = Field(description="class_diff_us / BASE's step time.")
 
@@ -730,10 +731,10 @@ class MemoryDeltaFact(Fact):
     family: ClassVar[str] = "memory_delta"
     source: ClassVar[str] = "the memory facts of BASE and TARGET"
 
-    base_peak_mb: Micros = Field(description="Peak reserved memory on BASE, MB.")
-    target_peak_mb: Micros = Field(description="Peak reserved memory on TARGET, MB.")
+    base_peak_mb: NonNegative = Field(description="Peak reserved memory on BASE, MB.")
+    target_peak_mb: NonNegative = Field(description="Peak reserved memory on TARGET, MB.")
     diff_mb: float = Field(description="target_peak_mb − base_peak_mb, MB.")
-    ratio: Micros | None = Field(None, description="target_peak_mb / base_peak_mb.")
+    ratio: NonNegative | None = Field(None, description="target_peak_mb / base_peak_mb.")
 
 
 FACT_FAMILIES: dict[str, type[Fact]] = {

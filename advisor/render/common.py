@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import yaml
 
 from advisor.resources import data_dir
+from advisor.vocabulary import SEVERITIES, SEVERITY_ORDER, Severity
 
 if TYPE_CHECKING:
     from advisor.report import Report
@@ -104,7 +105,6 @@ def report_labels(report: Report) -> dict[str, str]:
 
 
 Detail = Literal["brief", "full"]
-SEVERITIES = ("high", "medium", "low")
 BRIEF_FINDINGS = 5  # top actions in a brief report, unless max_findings says otherwise
 RANK_ROWS = 16  # a per-rank table longer than this shows its slowest and fastest ranks
 SLOWEST_RANKS, FASTEST_RANKS = 8, 4
@@ -117,7 +117,7 @@ class View:
 
     detail: Detail = "full"
     max_findings: int | None = None
-    min_severity: str | None = None
+    min_severity: Severity | None = None
 
     def __post_init__(self) -> None:
         if self.detail not in ("brief", "full"):
@@ -138,8 +138,8 @@ FULL = View()
 def selected_findings(findings: list, view: View) -> list:
     """The findings ``view`` keeps, in the report's order (severity, then gain)."""
     if view.min_severity is not None:
-        limit = SEVERITIES.index(view.min_severity)
-        findings = [f for f in findings if SEVERITIES.index(f.severity) <= limit]
+        limit = SEVERITY_ORDER[view.min_severity]
+        findings = [f for f in findings if SEVERITY_ORDER[f.severity] <= limit]
     return list(findings if view.max_findings is None else findings[: view.max_findings])
 
 

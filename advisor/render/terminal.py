@@ -34,11 +34,12 @@ from advisor.render.common import (
     time_unit,
     verdict_sentence,
 )
+from advisor.vocabulary import SEVERITIES
 
 if TYPE_CHECKING:
     from advisor.report import Report
 
-_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+_SEVERITY_STYLE = dict(zip(SEVERITIES, ("bold red", "yellow", "dim")))  # high, medium, low
 
 
 def clean(text: object) -> Text:
