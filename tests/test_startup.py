@@ -47,9 +47,6 @@ def test_commands_that_read_no_profile_start_without_the_heavy_libraries(argumen
     assert loaded == [], f"advisor {' '.join(arguments)} imported {loaded}"
 
 
-@pytest.mark.xfail(strict=True, reason="loading the rule book imports advisor.facts and advisor.ingest, whose package "
-                                       "modules import pandas and numpy at the top (advisor/facts/__init__.py, "
-                                       "advisor/ingest/__init__.py, advisor/ingest/model.py)")
 @pytest.mark.parametrize("arguments", [["rules", "list"], ["rules", "show", "host.device_idle"]])
 def test_rules_commands_start_without_the_heavy_libraries(arguments):
     done, loaded = loaded_by(*arguments)

@@ -6,6 +6,9 @@ runs the first as one task per rank (read, then facts) and the second on what th
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from advisor.facts.models import (
     FACT_FAMILIES,
     AllocationFact,
@@ -25,13 +28,16 @@ from advisor.facts.models import (
     StepFact,
     TransportFact,
 )
-from advisor.facts.rank import rank_facts
-from advisor.facts.reduce import FactSet, reduce_facts
-from advisor.facts.scope import RankFacts, RankMeta
-from advisor.facts.steps import MAX_STEP_FACTS, listed_steps
-from advisor.ingest import Profile
-from advisor.parallel import fork_map
+from advisor.ingest.model import Profile
 from advisor.usercontext import UserContext
+
+if TYPE_CHECKING:
+    from advisor.facts.reduce import FactSet
+
+# Imported when first used (PEP 562): the rule checker needs the models, not the extractors and pandas.
+_LAZY = {"FactSet": "advisor.facts.reduce", "reduce_facts": "advisor.facts.reduce", "rank_facts": "advisor.facts.rank",
+         "RankFacts": "advisor.facts.scope", "RankMeta": "advisor.facts.scope", "MAX_STEP_FACTS": "advisor.facts.steps",
+         "listed_steps": "advisor.facts.steps"}
 
 __all__ = [
     "FACT_FAMILIES",
@@ -66,8 +72,18 @@ def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
     the user told: each rank's facts (on several cores when there are several), then the cross-rank ones.
 
     ``advisor.cluster`` does the same without ever holding more than one rank's tables in this process."""
+    from advisor.facts.rank import rank_facts
+    from advisor.facts.reduce import reduce_facts
+    from advisor.parallel import fork_map
+
     ranks = fork_map(lambda rank: rank_facts(rank, profile.shown, user), profile.ranks)
     metas = Profile(root=profile.root, base=profile.base, format=profile.format, ranks=[r.meta for r in ranks],
                     coverage=profile.coverage)
     metas._shown = profile._shown
     return reduce_facts(metas, ranks, user)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_LAZY[name]), name)

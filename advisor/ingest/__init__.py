@@ -1,11 +1,12 @@
-"""Ingest: turn a path on disk into a Profile of typed, columnar tables (design §3)."""
+"""Ingest: turn a path on disk into a Profile of typed, columnar tables (design §3).
+
+The readers (and pandas) are imported when a profile is read, not with the package: the rule book and
+``--context`` use its limits and models without them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.ingest.discover import discover
-from advisor.ingest.formats import format_of
 from advisor.ingest.model import Coverage, CsvTable, Profile, RankData, RankDir
 from advisor.parallel import fork_map
 
@@ -15,6 +16,9 @@ __all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile"]
 def load_profile(path: Path) -> Profile:
     """Find the ranks under ``path`` (rank directories, PyTorch traces …) and read each, on several cores when there
     are several; InputError if there are none."""
+    from advisor.ingest.discover import discover
+    from advisor.ingest.formats import format_of
+
     layout = discover(path)
     fmt = format_of(layout.format)
     coverage = Coverage(warnings=list(layout.warnings))

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import BaseModel, Field
 
 from advisor.ingest.paths import display_path
 
-if TYPE_CHECKING:  # trace.py and kineto.py import FileProblem from here
+if TYPE_CHECKING:  # trace.py and kineto.py import FileProblem from here; pandas only names the tables' type
+    import pandas as pd
+
     from advisor.ingest.kineto import KinetoTrace
     from advisor.ingest.trace import TraceTables
 
