@@ -23,8 +23,8 @@ from advisor.engine.spec import NotCondition
 from advisor.facts import BreakdownFact, Fact, MemoryFact, StepFact
 from advisor.facts.models import CollectiveDeltaFact, MemoryDeltaFact, OperatorDeltaFact, StepDeltaFact
 from advisor.facts.operators import COMMUNICATION_CORES, compute_kernels, in_steps
+from advisor.findings import build_findings
 from advisor.ingest import Profile
-from advisor.plan import plan_findings
 from advisor.render.common import fmt_pct, fmt_us, labels
 from advisor.report import Finding, Report, ToolInfo
 from advisor.rulebook import RuleBook
@@ -209,7 +209,7 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
     firings = comparison_engine(book).run(facts)
     base_step, target_step = _profile_breakdown(base), _profile_breakdown(target)
     # a difference is time TARGET spends: its gain is charged to TARGET's step, its share is of BASE's
-    findings = plan_findings(firings, facts + ([base_step] if base_step else []), book, lang,
+    findings = build_findings(firings, facts + ([base_step] if base_step else []), book, lang,
                              budget_facts=[target_step] if target_step else [])
     base_side, target_side = _side(base_report, base), _side(target_report, target)
     rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}

@@ -13,8 +13,8 @@ from advisor.cluster import run as run_cluster
 from advisor.engine.session import Firing, RuleEngine
 from advisor.errors import InputError
 from advisor.facts import BreakdownFact, ContextFact, Fact, FactSet, OperatorFact, extract_facts
+from advisor.findings import build_findings, summarize
 from advisor.ingest import Profile, load_profile
-from advisor.plan import plan_findings, summarize
 from advisor.report import (
     CoverageInfo,
     DeepRank,
@@ -129,7 +129,7 @@ def build_report(result: Analysis, book: RuleBook, lang: Lang, path: str) -> Rep
         status=_status(facts, bool(skipped or profile.coverage.partly_read)),
         input=_input_info(path, profile, facts),
         summary=summarize(facts, result.firings),
-        findings=plan_findings(result.firings, result.all_facts, book, lang),
+        findings=build_findings(result.firings, result.all_facts, book, lang),
         facts=[{"type": f.family, **f.model_dump()} for f in result.all_facts],
         coverage=CoverageInfo(
             read=profile.coverage.read,

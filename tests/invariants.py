@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from advisor.budget import ancestors
 from advisor.diagnose import Analysis
-from advisor.plan import charge_firings, step_budgets
+from advisor.findings import charge_firings, step_budgets
 from advisor.rulebook import RuleBook
 
 SLACK_US = 1e-6

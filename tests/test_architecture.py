@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("render",),
     ("frames", "report", "comparison"),
     # run: rank the findings, analyse a cluster's ranks, diagnose a profile, compare two, explain a rule
-    ("plan", "distributed", "cluster"),
+    ("findings", "distributed", "cluster"),
     ("diagnose",),
     ("compare", "explain"),
     # entry points

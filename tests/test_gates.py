@@ -45,7 +45,7 @@ def test_findings_carry_the_checked_preconditions(tmp_path):
 
 
 def test_the_gpu_generation_picks_the_mixed_precision_prescription():
-    from advisor.plan import applicable
+    from advisor.findings import applicable
     from advisor.rulebook import load_rulebook
 
     knowledge = load_rulebook(installed=False).knowledge

@@ -1,4 +1,4 @@
-"""Plan: join rule firings with knowledge, estimate gains, merge duplicates across ranks, rank them.
+"""Findings: join rule firings with knowledge, estimate gains, merge duplicates across ranks, rank them.
 
 * A firing claims its rule's ``gain_us`` expression over the matched facts (µs per step), from the bucket of the
   step its rule names (``charged_to``, see ``advisor.budget``). Claims are charged to the rank's budget, measured
@@ -92,7 +92,7 @@ def charge_firings(firings: list[Firing], facts: list[Fact], book: RuleBook,
     return charges
 
 
-def plan_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang,
+def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang,
                   budget_facts: list[Fact] | None = None) -> list[Finding]:
     """Turn the firings of recommending rules into ranked findings, their gains charged to one step budget (sized from
     ``budget_facts``, by default ``facts``)."""
