@@ -180,16 +180,9 @@ def _peak(analysis: Analysis) -> tuple[float, str] | None:
     return top.peak_reserved_mb, top.sources[0]
 
 
-_ENGINES: dict[int, tuple[RuleBook, RuleEngine]] = {}
-
-
 def comparison_engine(book: RuleBook) -> RuleEngine:
-    """The book's rules written only against the delta families (built once per book)."""
-    cached = _ENGINES.get(id(book))
-    if cached is None or cached[0] is not book:
-        cached = (book, RuleEngine([r for r in book.rules.values() if rule_families(r.spec) <= DELTA_FAMILIES]))
-        _ENGINES[id(book)] = cached
-    return cached[1]
+    """The book's rules written only against the delta families."""
+    return book.engine(r for r in book.rules.values() if rule_families(r.spec) <= DELTA_FAMILIES)
 
 
 def rule_families(spec) -> set[str]:

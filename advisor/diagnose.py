@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.cluster import run as run_cluster
-from advisor.engine.session import Firing, RuleEngine
+from advisor.engine.session import Firing
 from advisor.errors import InputError
 from advisor.facts import BreakdownFact, ContextFact, Fact, FactSet, OperatorFact, extract_facts
 from advisor.findings import build_findings, summarize
@@ -35,18 +35,6 @@ from advisor.version import VERSION
 def default_rulebook() -> RuleBook:
     """The bundled rules and knowledge plus installed packs (broken ones skipped), loaded once per process."""
     return load_rulebook(skip_broken=True)
-
-
-_ENGINES: dict[tuple[int, str], tuple[RuleBook, RuleEngine]] = {}
-
-
-def engine_for(book: RuleBook, platform: str) -> RuleEngine:
-    """The compiled engine of the book's rules that run on ``platform`` (ascend, gpu), built once per book."""
-    cached = _ENGINES.get((id(book), platform))
-    if cached is None or cached[0] is not book:
-        cached = (book, RuleEngine([r for r in book.rules.values() if platform in r.spec.platforms]))
-        _ENGINES[(id(book), platform)] = cached
-    return cached[1]
 
 
 @dataclass(frozen=True)
@@ -77,7 +65,7 @@ def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None
         facts = extract_facts(profile, context)
     else:
         profile, facts = run_cluster(Path(path), context, scheduler=scheduler, deep=deep)
-    firings = engine_for(book, profile.platform).run(facts.facts)
+    firings = book.engine(r for r in book.rules.values() if profile.platform in r.spec.platforms).run(facts.facts)
     derived = [fact for firing in firings for fact in firing.derived]
     return Analysis(profile, facts, firings, facts.facts + derived)
 

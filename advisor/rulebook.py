@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -32,6 +32,9 @@ from advisor.ingest.model import FileProblem
 from advisor.knowledge import KnowledgeEntry
 from advisor.resources import data_dir
 from advisor.yamlcache import ParsedYaml, cache_directory
+
+if TYPE_CHECKING:
+    from advisor.engine.session import RuleEngine
 
 M = TypeVar("M", bound=BaseModel)
 # libyaml's safe loader when PyYAML was built with it (5-10x faster); both construct plain data only.
@@ -107,6 +110,17 @@ class RuleBook:
     knowledge: dict[str, KnowledgeEntry] = field(default_factory=dict)
     packs: list[PackInfo] = field(default_factory=list)
     skipped: list[SkippedPack] = field(default_factory=list)
+    _engines: dict[tuple[str, ...], RuleEngine] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def engine(self, rules: Iterable[Rule]) -> RuleEngine:
+        """The compiled engine of ``rules`` (some of this book's, once loaded), built once per book and set of rules."""
+        from advisor.engine.session import RuleEngine  # durable_rules: only where rules run
+
+        chosen = list(rules)
+        key = tuple(rule.id for rule in chosen)
+        if key not in self._engines:
+            self._engines[key] = RuleEngine(chosen)
+        return self._engines[key]
 
 
 @dataclass
