@@ -20,7 +20,9 @@ from advisor.rulebook import load_rulebook
 INJECTED = {
     "launch_bound": (GpuJob(gemms=0, elementwise=300, elementwise_us=4.0, launch_gap_us=12.0), "gpu.launch_bound"),
     "synchronisation": (GpuJob(syncs=3), "gpu.host_sync"),
-    "data_loading": (GpuJob(dataloader_us=5000.0), "gpu.slow_dataloader"),
+    # a loader slower than the GPU's 9.8 ms step: the device waits for it every step (a faster one only delays
+    # the first step, which the host then runs ahead of — an outlier step, not a data-loading bottleneck)
+    "data_loading": (GpuJob(dataloader_us=15000.0), "gpu.slow_dataloader"),
     "cuda_core_gemm": (GpuJob(gemm_name=CUDA_CORE_GEMM), "gpu.cuda_core_gemm"),
     "pageable_copies": (GpuJob(pageable_copies=3), "gpu.pageable_copies"),
     "unfused_optimizer": (GpuJob(optimizer_kernels=200), "gpu.unfused_optimizer"),
@@ -28,7 +30,7 @@ INJECTED = {
     "straggler": (GpuJob(ranks=4, nccl_us=1000.0, slow_rank=2, slow_extra_us=3000.0), "cluster.uneven_ranks"),
     "allocator": (GpuJob(memory_drops=2), "gpu.allocator_reorganisation"),
     # [memory] events carry host time: counted in the host's ProfilerStep windows, not the later kernel windows
-    "allocator_behind_a_slow_loader": (GpuJob(memory_drops=1, dataloader_us=5000.0), "gpu.allocator_reorganisation"),
+    "allocator_behind_a_slow_loader": (GpuJob(memory_drops=1, dataloader_us=15000.0), "gpu.allocator_reorganisation"),
     "no_step_markers": (GpuJob(step_markers=False), "gpu.no_step_markers"),
     "no_memory_events": (GpuJob(memory=False), "gpu.no_memory_events"),
 }

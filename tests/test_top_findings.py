@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from builders import (
+    GpuJob,
     EVERY_CATEGORY_CONTEXT,
     EVERY_CATEGORY_ENV,
     build_every_category,
@@ -104,3 +105,17 @@ def test_each_injected_gpu_problem(tmp_path, problem):
     else:
         assert rule in [f.id for f in report.findings]
     _gains_fit(report)
+
+
+def test_a_loader_the_host_runs_ahead_of_stalls_only_the_first_step(tmp_path):
+    """A 5 ms loader beside a 9.8 ms GPU step: only step 1 waits for it (the host then runs ahead), so the typical
+    steps have no idle time to charge to data loading and what step 1 adds is the outlier finding's, measured."""
+    write_gpu_job(tmp_path, GpuJob(steps=5, dataloader_us=5000.0))
+    report = diagnose(tmp_path)
+    (idle,) = [f for f in report.facts if f["type"] == "idle"]
+    assert idle["outlier_steps"] == "1" and idle["slowest_idle_part"] == "dataloader"
+    assert idle["dataloader_us"] == 0.0 and idle["steps"] == 4
+    assert _top(report, 1) == ["host.outlier_steps"]
+    assert "gpu.slow_dataloader" not in [f.id for f in report.findings]
+    (outliers,) = [f for f in report.findings if f.id == "host.outlier_steps"]
+    assert outliers.estimated_gain_us == pytest.approx(5000.0 / 5, rel=0.02)

@@ -51,20 +51,22 @@ def test_with_workers_the_gpu_waits_for_launches_not_data(reports):
     report = reports["num_workers_4"]
     assert not [f for f in report.findings if (f.charged_to or "").startswith("idle/dataloader") and f.severity != "low"]
     by_id = {f.id: f for f in report.findings}
-    # tb-profiler: Runtime + CPU Exec + Other = 37.5 ms per step with the GPU idle; advisor splits it: the host
-    # blocked in cudaMemcpyAsync from pageable memory (3 ms every step, 40 ms in step 5) is the copy part, ranked
-    # first as measured time; SGD.zero_grad's per-parameter memsets idle it 6.4 ms (their host loop: 6.2 ms per
-    # ProfilerStep in the trace) and Optimizer.step's loop 1.3 ms; the rest is launch gaps, an upper bound under
-    # with_stack
+    # tb-profiler: Runtime + CPU Exec + Other = 37.5 ms per step with the GPU idle; advisor splits it. Steps 5 and 9
+    # (182 and 163 ms against a median of 127 ms) are outliers: their excess is a finding of its own, ranked first
+    # as measured time, and the idle parts are those of the four typical steps — the host blocked in
+    # cudaMemcpyAsync from pageable memory 3 ms a step (not the 9.4 ms mean that step 5's 40 ms stall would make
+    # it), SGD.zero_grad's per-parameter memsets 6.5 ms (their host loop: 6.2 ms per ProfilerStep in the trace),
+    # Optimizer.step's loop 0.6 ms; the rest is launch gaps, an upper bound under with_stack
     first = report.findings[0]
-    assert first.id == "gpu.pageable_copies" and first.gain_basis == "measured"
-    assert 3_000 * 6 / 6 <= first.estimated_gain_us <= (3_000 * 6 + 40_000) / 6 + 500
-    assert 18_000 <= by_id["gpu.launch_bound"].estimated_gain_us <= 25_000
+    assert first.id == "host.outlier_steps" and first.gain_basis == "measured"
+    copies = by_id["gpu.pageable_copies"]
+    assert copies.gain_basis == "measured" and 2_500 <= copies.estimated_gain_us <= 3_500
+    assert 10_000 <= by_id["gpu.launch_bound"].estimated_gain_us <= 16_000
     zero_grad = by_id["optimizer.zero_grad_kernels"]
-    assert zero_grad.gain_basis == "measured" and zero_grad.estimated_gain_us == pytest.approx(6_360, rel=0.05)
+    assert zero_grad.gain_basis == "measured" and zero_grad.estimated_gain_us == pytest.approx(6_510, rel=0.05)
     assert zero_grad.charged_to == "idle/zero_grad" and zero_grad.instrumented_by == ["with_stack", "record_shapes"]
     optimizer = by_id["gpu.unfused_optimizer"]
-    assert optimizer.gain_basis == "measured" and optimizer.estimated_gain_us == pytest.approx(1_254, rel=0.05)
+    assert optimizer.gain_basis == "measured" and optimizer.estimated_gain_us == pytest.approx(589, rel=0.05)
     # the ProfilerSteps of 182 and 163 ms against a median of 127 ms: named, with what stalled the slowest
     (idle,) = [f for f in report.facts if f["type"] == "idle"]
     assert idle["outlier_steps"] == "5, 9" and idle["slowest_step"] == 5 and idle["slowest_idle_part"] == "copy"
@@ -72,7 +74,10 @@ def test_with_workers_the_gpu_waits_for_launches_not_data(reports):
     assert idle["step_median_us"] == pytest.approx(126_700, rel=0.01)
     outliers = by_id["host.outlier_steps"]
     assert "steps 5, 9" in outliers.explanation and outliers.claimed_gain_us == pytest.approx(idle["outlier_excess_us"])
-    assert outliers.estimated_gain_us < outliers.claimed_gain_us and "gpu.pageable_copies" in outliers.shares_time_with
+    # the typical steps' parts and the outliers' excess are different time: the gains add up without sharing any
+    assert outliers.estimated_gain_us == outliers.claimed_gain_us and not outliers.shares_time_with
+    idle_gains = sum(f.estimated_gain_us for f in report.findings if (f.charged_to or "").startswith("idle"))
+    assert idle_gains <= report.summary.per_rank[0].free_us
     assert sum(f.estimated_gain_us or 0.0 for f in report.findings) <= report.summary.step_time_us
 
 

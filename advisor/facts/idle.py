@@ -12,6 +12,10 @@ split, in this order, into the parts of ``IdleFact``:
 4. ``dispatch``: what is left of a gap whose next task was launched only after the gap began (the host could not
    keep the device fed — launch-bound, HTA's "host wait"); ``host``: the rest (the next task was queued already,
    or the step ends without one).
+
+The per-step figures are means over the typical steps: from three steps on, a step longer than OUTLIER_FACTOR × the
+median is left out of them (one stalled step would otherwise set the gain of the part it stalled in for every
+step), and its excess over the median is a figure of its own (``outlier_excess_us``, host.outlier_steps).
 """
 
 from __future__ import annotations
@@ -73,6 +77,15 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
     return out
 
 
+def outlier_mask(windows: pd.DataFrame) -> np.ndarray:
+    """Which step windows (``start``, ``end``) are longer than OUTLIER_FACTOR × the median window (none below
+    MIN_STEPS_FOR_SPREAD steps)."""
+    durations = (windows["end"] - windows["start"]).to_numpy(float)
+    if len(durations) < MIN_STEPS_FOR_SPREAD:
+        return np.zeros(len(durations), dtype=bool)
+    return durations > OUTLIER_FACTOR * float(np.median(durations))
+
+
 def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of) -> dict[str, object]:
     """The spread of the step windows (``step``, ``start``, ``end``): the median step, the steps longer than
     OUTLIER_FACTOR × the median, what they add to the mean step, and the slowest step with its largest idle part
@@ -81,7 +94,7 @@ def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of) -> dict[str
     if len(durations) < MIN_STEPS_FOR_SPREAD:
         return {}
     median = float(np.median(durations))
-    slow = durations > OUTLIER_FACTOR * median
+    slow = outlier_mask(windows)
     worst = int(np.argmax(durations))
     window = windows[["start", "end"]].to_numpy(float)[worst:worst + 1]
     parts = {part: value for part, value in parts_of(intersect(free, window)).items() if part in PARTS}
@@ -159,11 +172,14 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     def parts_of(idle: np.ndarray) -> dict[str, float]:
         return attribute_idle(idle, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs))
 
-    parts = parts_of(free)
+    typical = windows.loc[~outlier_mask(windows)]
+    typical_idle = intersect(free, _window_set(typical)) if len(typical) < len(windows) else free
+    parts = parts_of(typical_idle)
     item_sync = parts.pop("item_sync")
-    count = len(windows)
-    step = breakdown.step_time_us if breakdown is not None else float((windows["end"] - windows["start"]).sum()) / count
-    idle = length(free) / count
+    count = len(typical)
+    step = (breakdown.step_time_us if breakdown is not None and count == len(windows)
+            else float((typical["end"] - typical["start"]).sum()) / count)
+    idle = length(typical_idle) / count
     per_step = {part: value / count for part, value in parts.items()}
     largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None
     share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)

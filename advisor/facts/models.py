@@ -474,6 +474,10 @@ class IdleFact(Fact):
     synchronisation (from the sync call until the device gets work again: the drained queue refilling); a memory
     copy on the device or the host inside a copy call; the next kernel launched
     only after the device had drained (dispatch: the host is too slow to keep it fed); else other host work.
+
+    The per-step figures are means over the typical steps: from three steps on, the steps longer than 1.2 × the
+    median step are left out (a stall in one step would otherwise set a part's gain for every step); what they add
+    to the mean step is ``outlier_excess_us``.
     """
 
     family: ClassVar[str] = "idle"
@@ -483,9 +487,9 @@ class IdleFact(Fact):
                                         "dispatch", "host")
 
     rank: int = Field(ge=0, description="Rank.")
-    steps: int = Field(ge=1, description="Steps the figures are averaged over.")
-    step_us: Duration = Field(description="Mean length of the step windows the idle time was measured in, µs.")
-    idle_us: Duration = Field(description="Device idle time per step inside the step windows, µs.")
+    steps: int = Field(ge=1, description="Steps the per-step figures are averaged over: the typical steps (from 3 steps on, those not longer than 1.2 × the median step).")
+    step_us: Duration = Field(description="Mean length of those steps' windows (the breakdown's mean step when no step is an outlier), µs.")
+    idle_us: Duration = Field(description="Device idle time per typical step inside its window, µs.")
     idle_share_of_step: Ratio = Field(description="idle_us / step_us.")
     dataloader_us: Duration = Field(description="Idle while the host is inside a DataLoader call, µs per step.")
     compile_us: Duration = Field(description="Idle while the host compiles an operator online, µs per step.")
