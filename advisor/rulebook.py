@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from advisor.engine.spec import CompiledExpressions, RuleSpec, check_rule
+from advisor.engine.spec import CompiledExpressions, RuleProblem, RuleSpec, check_rule
 from advisor.errors import RuleError
 from advisor.ingest.limits import read_bounded
 from advisor.ingest.model import FileProblem
@@ -280,12 +280,12 @@ def _load_rule(root: Path, path: Path, pack: str, problems: list[str], parsed: P
         return None
     rule_problems, exprs = check_rule(spec)
     if spec.then.assert_ is not None:
-        rule_problems += [f"then.assert.{name}: {value!r} is not a finite number"
+        rule_problems += [RuleProblem(f"then.assert.{name}: {value!r} is not a finite number", ("then", "assert", "values", name))
                           for name, value in spec.then.assert_.values.items()
                           if isinstance(value, float) and not math.isfinite(value)]
     node = _compose(path) if rule_problems else None
     for problem in rule_problems:
-        problems.append(f"{path}:{_line_for_problem(node, problem)}: {problem}")
+        problems.append(f"{path}:{_line_of(node, problem.loc)}: {problem.text}")
     if rule_problems or exprs is None:
         return None
     return Rule(spec=spec, exprs=exprs, path=path, shown_path=path.relative_to(root).as_posix(), pack=pack)
@@ -370,7 +370,7 @@ def line_in(path: Path, loc: Sequence[Any]) -> int:
 
 
 def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int:
-    """The 1-based line of the deepest YAML node along a pydantic error location."""
+    """The 1-based line of the deepest YAML node along a location (a rule problem's, or a pydantic error's)."""
     line = node.start_mark.line + 1 if node is not None else 1
     for key in loc:
         if isinstance(node, yaml.MappingNode):
@@ -384,36 +384,3 @@ def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int:
             continue
         line = node.start_mark.line + 1
     return line
-
-
-def _line_for_problem(node: yaml.Node | None, problem: str) -> int:
-    """Best line for a semantic problem: the condition field it names (``when: alias.field: …``), else the
-    section its prefix names (``when``, ``then.gain_us`` …)."""
-    prefix = problem.split(":", 1)[0].split(" ", 1)[0]
-    if prefix == "when" and isinstance(node, yaml.MappingNode):
-        alias, _, field_name = problem.split(":", 2)[1].strip().partition(".")
-        found = _condition_node(_child(node, "when"), alias)
-        if found is not None:
-            target = _child(_child(found, "where"), field_name) if field_name else None
-            return (target or found).start_mark.line + 1
-    return _line_of(node, [part for part in prefix.split(".") if part])
-
-
-def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        return next((v for k, v in node.value if getattr(k, "value", None) == key), None)
-    return None
-
-
-def _condition_node(node: yaml.Node | None, alias: str) -> yaml.Node | None:
-    """The fact condition named ``alias`` (by ``as`` or, without one, by ``fact``) anywhere under ``node``."""
-    if isinstance(node, yaml.MappingNode):
-        named = _child(node, "as") or _child(node, "fact")
-        if _child(node, "fact") is not None and getattr(named, "value", None) == alias:
-            return node
-        children = [v for _, v in node.value]
-    elif isinstance(node, yaml.SequenceNode):
-        children = node.value
-    else:
-        return None
-    return next((found for child in children if (found := _condition_node(child, alias)) is not None), None)

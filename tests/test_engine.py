@@ -441,4 +441,4 @@ def test_ordered_joins_inside_not_are_refused():
     negated = ORDERED_JOIN.replace("    - {fact: operator, as: b,", "    - not: {fact: operator,")
     spec = RuleSpec.model_validate(yaml.safe_load(negated))
     problems, _ = check_rule(spec)
-    assert any("inside 'not'" in p for p in problems), problems
+    assert any("inside 'not'" in p.text for p in problems), problems

@@ -10,6 +10,7 @@ or can never be true is rejected with a message instead of silently never firing
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -58,6 +59,7 @@ class Ref(_Model):
 
 
 Operand = Union[Ref, Scalar]
+Location = tuple[Union[str, int], ...]  # keys and list indexes from the top of a rule file
 
 
 class Predicate(_Model):
@@ -131,10 +133,15 @@ class When(_Model):
 
     def groups(self) -> list[list[FactCondition | NotCondition]]:
         """The alternatives, each a list of conditions that hold together."""
+        return [[condition for _, condition in group] for group in self.located_groups()]
+
+    def located_groups(self) -> list[list[tuple[Location, FactCondition | NotCondition]]]:
+        """The alternatives, each condition with where the rule file writes it."""
         if self.all is not None:
-            return [list(self.all)]
+            return [[(("when", "all", i), condition) for i, condition in enumerate(self.all)]]
         assert self.any is not None
-        return [list(item.all) if isinstance(item, AllGroup) else [item] for item in self.any]
+        return [[(("when", "any", i, "all", j), condition) for j, condition in enumerate(item.all)]
+                if isinstance(item, AllGroup) else [(("when", "any", i), item)] for i, item in enumerate(self.any)]
 
 
 class Derivation(_Model):
@@ -207,6 +214,14 @@ class RuleSpec(_Model):
 # Semantic checks against the fact catalogue
 
 
+@dataclass(frozen=True)
+class RuleProblem:
+    """A problem in a rule: its message, and where in the rule file it is (the keys and list indexes down to it)."""
+
+    text: str
+    loc: Location = ()
+
+
 class CompiledExpressions(BaseModel):
     """The parsed expressions and templates of a rule, ready to evaluate."""
 
@@ -219,39 +234,40 @@ class CompiledExpressions(BaseModel):
     derived_values: dict[str, Expression | Scalar | None]
 
 
-def check_rule(spec: RuleSpec) -> tuple[list[str], CompiledExpressions | None]:
+def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions | None]:
     """Validate a parsed rule against the fact catalogue; return (problems, compiled expressions)."""
-    problems: list[str] = []
+    problems: list[RuleProblem] = []
     aliases: dict[str, type[Fact]] = {}
     negated: list[str] = []
-    for group_index, group in enumerate(spec.when.groups()):
-        if group and isinstance(group[0], NotCondition):
-            problems.append("when: a condition list cannot start with 'not' (durable-rules never fires it); "
-                            "put a positive fact condition first")
+    for group_index, group in enumerate(spec.when.located_groups()):
+        if group and isinstance(group[0][1], NotCondition):
+            problems.append(RuleProblem("when: a condition list cannot start with 'not' (durable-rules never fires it); "
+                                        "put a positive fact condition first", ("when",)))
         defined: dict[str, type[Fact]] = {}
-        for condition in group:
+        for loc, condition in group:
             inner = condition.not_ if isinstance(condition, NotCondition) else condition
+            loc = (*loc, "not") if isinstance(condition, NotCondition) else loc
             where = f"when: {inner.alias}"
             model = FACT_FAMILIES.get(inner.fact)
             if model is None:
-                problems.append(f"{where}: unknown fact family {inner.fact!r} (known: {', '.join(FACT_FAMILIES)})")
+                problems.append(RuleProblem(f"{where}: unknown fact family {inner.fact!r} (known: {', '.join(FACT_FAMILIES)})", loc))
                 continue
             if not _ALIAS.match(inner.alias):
-                problems.append(f"{where}: alias must be lower-case letters, digits and '_'")
+                problems.append(RuleProblem(f"{where}: alias must be lower-case letters, digits and '_'", loc))
             if inner.alias in defined or (inner.alias in aliases and aliases[inner.alias] is not model):
-                problems.append(f"{where}: alias {inner.alias!r} is used twice; give one of them 'as: …'")
+                problems.append(RuleProblem(f"{where}: alias {inner.alias!r} is used twice; give one of them 'as: …'", loc))
             if isinstance(condition, NotCondition):
                 negated.append(inner.fact)
                 if any(isinstance(o, Ref) and op != "eq" for p in inner.where.values() for op, o in p.comparisons()):
-                    problems.append(f"{where}: inside 'not', a field can only be compared with another fact by equality "
-                                    "(durable-rules cannot evaluate ordered joins there)")
+                    problems.append(RuleProblem(f"{where}: inside 'not', a field can only be compared with another fact by "
+                                                "equality (durable-rules cannot evaluate ordered joins there)", loc))
                 if model.derived:
-                    problems.append(
+                    problems.append(RuleProblem(
                         f"{where}: 'not' on the derived family {inner.fact!r} is unreliable (the engine cannot "
-                        "retract an activation when a negated fact arrives later); negate a measured family"
-                    )
+                        "retract an activation when a negated fact arrives later); negate a measured family", loc))
             for field, predicate in inner.where.items():
-                problems.extend(_check_predicate(f"{where}.{field}", model, field, predicate, defined))
+                problems.extend(RuleProblem(text, (*loc, "where", field))
+                                for text in _check_predicate(f"{where}.{field}", model, field, predicate, defined))
             defined[inner.alias] = model
         if group_index == 0 or spec.when.any is not None:
             aliases.update({a: m for a, m in defined.items()})
@@ -308,68 +324,77 @@ def _check_predicate(
 
 
 def _compile_expressions(
-    spec: RuleSpec, aliases: dict[str, type[Fact]], problems: list[str]
+    spec: RuleSpec, aliases: dict[str, type[Fact]], problems: list[RuleProblem]
 ) -> CompiledExpressions | None:
-    def check_refs(what: str, refs) -> None:
+    def check_refs(what: str, loc: Location, refs) -> None:
         for ref in refs:
             model = aliases.get(ref.alias)
             if model is None:
-                problems.append(f"{what}: {ref.alias!r} is not an alias of this rule ({', '.join(aliases) or 'none'})")
+                problems.append(RuleProblem(f"{what}: {ref.alias!r} is not an alias of this rule ({', '.join(aliases) or 'none'})", loc))
             elif ref.field not in model.model_fields or ref.field in _RESERVED_FIELDS:
-                problems.append(f"{what}: {model.family} has no field {ref.field!r}")
+                problems.append(RuleProblem(f"{what}: {model.family} has no field {ref.field!r}", loc))
 
+    at: Location = ("then", "gain_us")  # what is being compiled, for an ExpressionError
     try:
         gain = None
         if spec.then.gain_us is not None and spec.then.gain_us != GAIN_UNKNOWN:
             gain = Expression(str(spec.then.gain_us))
-            check_refs("then.gain_us", gain.references)
+            check_refs("then.gain_us", at, gain.references)
             for ref in gain.references:
                 model = aliases.get(ref.alias)
                 if model and ref.field in model.model_fields and field_kind(model, ref.field) != "number":
-                    problems.append(f"then.gain_us: {ref.alias}.{ref.field} is not a number")
+                    problems.append(RuleProblem(f"then.gain_us: {ref.alias}.{ref.field} is not a number", at))
+        at = ("then", "charged_to")
         charged_to = Template(spec.then.charged_to)
         problem = bucket_problem(spec.then.charged_to)
         if problem:
-            problems.append(f"then.charged_to: {problem}")
+            problems.append(RuleProblem(f"then.charged_to: {problem}", at))
+        at = ("then", "key")
         key = Template(spec.then.key) if spec.then.key else None
         explain: dict[str, Template] = {}
         if spec.explain is not None:
+            at = ("explain", "en")
             explain = {"en": Template(spec.explain.en)}
             if spec.explain.zh:
+                at = ("explain", "zh")
                 explain["zh"] = Template(spec.explain.zh)
-        for name, template in [("then.key", key), ("then.charged_to", charged_to), *[(f"explain.{k}", t) for k, t in explain.items()]]:
+        for at, template in [(("then", "key"), key), (("then", "charged_to"), charged_to),
+                             *[(("explain", k), t) for k, t in explain.items()]]:
             if template is None:
                 continue
-            check_refs(name, [ref for ref, _ in template.references])
+            check_refs(".".join(map(str, at)), at, [ref for ref, _ in template.references])
             for ref, fmt in template.references:
                 model = aliases.get(ref.alias)
                 if fmt and model and ref.field in model.model_fields:
                     check_format_spec(fmt, 0.5 if field_kind(model, ref.field) == "number" else "x")
+        at = ("then", "assert")
         derived_values = _derived_values(spec, aliases, problems, check_refs)
     except ExpressionError as exc:
-        problems.append(str(exc))
+        problems.append(RuleProblem(str(exc), at))
         return None
     return CompiledExpressions(gain=gain, charged_to=charged_to, key=key, explain=explain, derived_values=derived_values)
 
 
-def _derived_values(spec: RuleSpec, aliases, problems: list[str], check_refs) -> dict[str, Any]:
+def _derived_values(spec: RuleSpec, aliases, problems: list[RuleProblem], check_refs) -> dict[str, Any]:
     derivation = spec.then.assert_
     if derivation is None:
         return {}
     model = FACT_FAMILIES.get(derivation.fact)
     if model is None:
-        problems.append(f"then.assert: unknown fact family {derivation.fact!r}")
+        problems.append(RuleProblem(f"then.assert: unknown fact family {derivation.fact!r}", ("then", "assert", "fact")))
         return {}
     if not model.derived:
-        problems.append(f"then.assert: {derivation.fact!r} is a measured family; rules may only assert derived ones")
+        problems.append(RuleProblem(f"then.assert: {derivation.fact!r} is a measured family; rules may only assert derived ones",
+                                    ("then", "assert", "fact")))
     values: dict[str, Any] = {}
     for field, value in derivation.values.items():
+        loc = ("then", "assert", "values", field)
         if field not in model.model_fields or field in ("id", "sources"):
-            problems.append(f"then.assert.{field}: {derivation.fact} has no settable field {field!r}")
+            problems.append(RuleProblem(f"then.assert.{field}: {derivation.fact} has no settable field {field!r}", loc))
             continue
         if isinstance(value, str) and value.startswith("="):
             expression = Expression(value[1:])
-            check_refs(f"then.assert.{field}", expression.references)
+            check_refs(f"then.assert.{field}", loc, expression.references)
             values[field] = expression
         else:
             values[field] = value
