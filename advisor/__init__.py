@@ -10,6 +10,7 @@ Python API (docs/python-api.md)::
     print(advisor.render(report, "markdown"))  # or "terminal", "html", "json"
     report                                    # in Jupyter: the HTML report
     gap = advisor.compare("./gpu_traces", "./prof")   # side by side, and the diagnosis of the difference
+    advisor.diagnose("./prof", options=advisor.RunOptions(jobs=4, max_file_bytes=16 << 30))   # the run's settings
 
 The names below are imported when first used (PEP 562), so ``import advisor`` — and the command line's
 ``--version``, ``--help`` and ``rules`` commands — do not load pandas, pyarrow or matplotlib.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from advisor.api import ComparisonReport, compare, render
     from advisor.diagnose import diagnose
     from advisor.report import Report
+    from advisor.runoptions import RunOptions
     from advisor.usercontext import UserContext, build_context, context_from_dicts
 
 # public name -> the module that defines it
@@ -39,6 +41,7 @@ _LAZY = {
     "render": "advisor.api",
     "diagnose": "advisor.diagnose",
     "Report": "advisor.report",
+    "RunOptions": "advisor.runoptions",
     "UserContext": "advisor.usercontext",
     "build_context": "advisor.usercontext",
     "context_from_dicts": "advisor.usercontext",
@@ -52,6 +55,7 @@ __all__ = [
     "ComparisonReport",
     "InputError",
     "Report",
+    "RunOptions",
     "UserContext",
     "__version__",
     "build_context",

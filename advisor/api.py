@@ -23,6 +23,7 @@ from advisor.frames import facts_frame, findings_frame, rows_frame
 from advisor.render.fragment import html_fragment
 from advisor.report import Report
 from advisor.rulebook import RuleBook
+from advisor.runoptions import RunOptions
 from advisor.text import Lang
 from advisor.usercontext import UserContext, resolve_context
 
@@ -107,12 +108,14 @@ def compare(
     lang: Lang = "en",
     context: UserContext | Mapping[str, object] | str | PathLike[str] | None = None,
     env: Mapping[str, object] | None = None,
+    options: RunOptions | None = None,
 ) -> ComparisonReport:
     """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after).
 
-    ``env`` and ``context`` are as for ``advisor.diagnose`` and apply to both sides. Raises InputError when
-    either path holds no profile.
+    ``env`` and ``context`` are as for ``advisor.diagnose`` and apply to both sides; so do ``options``
+    (``advisor.RunOptions``: jobs, file-size limit, progress listener; each side is read whole on this machine, so
+    its scheduler and deep do not apply). Raises InputError when either path holds no profile.
     """
     check_lang(lang)
-    result = _compare(base_path, target_path, book, lang=lang, context=resolve_context(context, env))
+    result = _compare(base_path, target_path, book, lang=lang, context=resolve_context(context, env), options=options)
     return ComparisonReport.model_validate(dict(result))

@@ -5,8 +5,10 @@ rank's facts and the small tables the cross-rank facts need, never the rank's ta
 the cross-rank facts. So this process holds the tasks' results and never every rank's tables at once: its memory
 stays flat in the number and size of ranks, beyond the facts themselves.
 
-**Where tasks run.** By default in forked worker processes on this machine (``parallel.fork_map``, ``--jobs`` /
-``ADVISOR_JOBS``; this process only collects); with ``scheduler`` (or ``ADVISOR_SCHEDULER``) on Dask:
+The run's settings come in one ``RunOptions`` (``advisor.runoptions``), which each task carries to wherever it runs.
+
+**Where tasks run.** By default in forked worker processes on this machine (``parallel.fork_map``, ``jobs`` /
+``--jobs`` / ``ADVISOR_JOBS``; this process only collects); with ``scheduler`` (or ``ADVISOR_SCHEDULER``) on Dask:
 ``"local"`` starts a LocalCluster of one single-threaded worker per job, an address (``tcp://host:8786``) uses an
 existing cluster whose workers read the profile from shared storage at the same path, and a
 ``distributed.Client`` is used as it is. The reduce always runs here. Results are the same wherever tasks run.
@@ -42,7 +44,8 @@ from advisor.ingest.groups import groups_by_hash
 from advisor.ingest.kinetoformat import number_traces
 from advisor.ingest.model import Coverage, Layout, Profile, RankDir, SkippedFile
 from advisor.ingest.paths import Shown
-from advisor.parallel import JOBS, fork_map
+from advisor.parallel import fork_map
+from advisor.runoptions import RunOptions, reading
 from advisor.usercontext import UserContext
 
 TRIAGE_ABOVE = 64  # ranks; at 64 or fewer every rank is analysed in depth
@@ -64,7 +67,8 @@ class RankTask:
     names its input format in ``ingest.formats``).
 
     ``rank`` is the rank's number (for a trace: the number to give it, see ``_traces``); ``survey`` reads only the
-    cluster-level files; ``serial`` forbids forking inside the task (it runs in a Dask worker's thread)."""
+    cluster-level files; ``serial`` forbids forking inside the task (it runs in a Dask worker's thread); ``options``
+    are the run's (without the progress listener on Dask)."""
 
     path: Path
     output_dir: Path
@@ -74,6 +78,7 @@ class RankTask:
     survey: bool = False
     user: UserContext | None = None
     serial: bool = False
+    options: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass
@@ -86,12 +91,8 @@ class RankOutcome:
 
 def run_rank_task(task: RankTask) -> RankOutcome:
     """Read one rank and compute its facts; runs in a forked worker, a Dask worker, or this process."""
-    token = JOBS.set(1) if task.serial else None
-    try:
+    with reading(replace(task.options, jobs=1) if task.serial else task.options):
         return _run(task)
-    finally:
-        if token is not None:
-            JOBS.reset(token)
 
 
 def _run(task: RankTask) -> RankOutcome:
@@ -143,19 +144,21 @@ def scheduler_of(scheduler: Any) -> Any:
     return scheduler
 
 
-def run(path: Path, user: UserContext | None = None, *, scheduler: Any = None, deep: str | None = None
-        ) -> tuple[Profile, FactSet]:
+def run(path: Path, user: UserContext | None = None, options: RunOptions | None = None) -> tuple[Profile, FactSet]:
     """Read and analyse the profile at ``path``: one task per rank, then the reduce. Returns the profile (its ranks
-    as RankMetas, without tables) and its facts."""
-    mode = deep_mode(deep)
-    layout = discover(path)
-    with _Runner(scheduler_of(scheduler)) as runner:
-        hint = format_of(layout.format).rank_hint
-        if hint is not None:
-            outcomes, coverage = _traces(layout, hint, user, runner)
-            triage = None
-        else:
-            outcomes, coverage, triage = _rank_dirs(layout, user, runner, mode)
+    as RankMetas, without tables) and its facts. ``options``: the run's settings (where the tasks run, triage, jobs,
+    file-size limit, progress)."""
+    options = options or RunOptions()
+    mode = deep_mode(options.deep)
+    with reading(options):
+        layout = discover(path)
+        with _Runner(scheduler_of(options.scheduler), options) as runner:
+            hint = format_of(layout.format).rank_hint
+            if hint is not None:
+                outcomes, coverage = _traces(layout, hint, user, runner)
+                triage = None
+            else:
+                outcomes, coverage, triage = _rank_dirs(layout, user, runner, mode)
     ranks = [o.facts for o in outcomes if o.facts is not None]
     profile = Profile(root=path, base=layout.base, format=layout.format, ranks=[r.meta for r in ranks],
                       coverage=coverage, triage=triage)
@@ -258,8 +261,9 @@ class _Runner:
     """Runs rank tasks: forked workers here, or a Dask cluster (started and stopped with this object when it is
     'local' or an address; a given Client is left running)."""
 
-    def __init__(self, scheduler: Any) -> None:
+    def __init__(self, scheduler: Any, options: RunOptions) -> None:
         self.scheduler = scheduler
+        self.options = options
         self.dask = None
 
     def __enter__(self) -> _Runner:
@@ -273,9 +277,11 @@ class _Runner:
         if not tasks:
             return []
         if self.scheduler is None:
-            return fork_map(run_rank_task, tasks, main_works=False)
+            return fork_map(run_rank_task, [replace(t, options=self.options) for t in tasks], jobs=self.options.jobs,
+                            progress=self.options.progress, main_works=False)
         if self.dask is None:
             from advisor.distributed import DaskRunner
 
-            self.dask = DaskRunner(self.scheduler)
-        return self.dask.map(run_rank_task, [replace(t, serial=True) for t in tasks])
+            self.dask = DaskRunner(self.scheduler, self.options.jobs)
+        portable = self.options.portable()
+        return self.dask.map(run_rank_task, [replace(t, serial=True, options=portable) for t in tasks])

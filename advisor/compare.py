@@ -28,6 +28,7 @@ from advisor.ingest import Profile
 from advisor.render.common import fmt_pct, fmt_us, labels
 from advisor.report import Finding, Report, ToolInfo
 from advisor.rulebook import RuleBook
+from advisor.runoptions import RunOptions
 from advisor.text import Lang
 from advisor.usercontext import UserContext
 from advisor.version import VERSION
@@ -191,11 +192,12 @@ def rule_families(spec) -> set[str]:
 
 
 def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | None = None, *, lang: Lang = "en",
-            context: UserContext | None = None) -> Comparison:
-    """Compare two profiles (the bundled rules when ``book`` is None); InputError when either holds no profile."""
+            context: UserContext | None = None, options: RunOptions | None = None) -> Comparison:
+    """Compare two profiles (the bundled rules when ``book`` is None), each read with the run's ``options`` (jobs,
+    file-size limit, progress; see ``advisor.runoptions``); InputError when either holds no profile."""
     book = book or default_rulebook()
-    base = analyse(base_path, book, context)
-    target = analyse(target_path, book, context)
+    base = analyse(base_path, book, context, options=options)
+    target = analyse(target_path, book, context, options=options)
     base_report = build_report(base, book, lang, str(base_path))
     target_report = build_report(target, book, lang, str(target_path))
     facts, by = delta_facts(base, target)

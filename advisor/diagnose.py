@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from os import PathLike
 from pathlib import Path
@@ -26,6 +26,7 @@ from advisor.report import (
     TriageInfo,
 )
 from advisor.rulebook import BUILTIN_PACK, RuleBook, load_rulebook
+from advisor.runoptions import RunOptions
 from advisor.text import LANGS, Lang, collapse_repeats
 from advisor.usercontext import UserContext, resolve_context
 from advisor.version import VERSION
@@ -47,24 +48,26 @@ class Analysis:
     all_facts: list[Fact]
 
 
-def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None, *, scheduler: Any = None,
-            deep: str | None = None, tables: bool = True) -> Analysis:
-    """Read the profile at ``path``, extract its facts and run ``book``'s rules on them.
+def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None, *, options: RunOptions | None = None,
+            tables: bool = True) -> Analysis:
+    """Read the profile at ``path``, extract its facts and run ``book``'s rules on them, with the run's ``options``
+    (``advisor.runoptions``; None: the defaults).
 
     With ``tables`` False each rank is read and analysed by one task, then the cross-rank facts are computed here
     (``advisor.cluster``; ``profile.ranks`` are then RankMetas, without tables, and this process's memory stays flat
-    in the number and size of ranks): ``scheduler`` says where the tasks run (None: ADVISOR_SCHEDULER, else the
-    built-in process pool; 'local': a Dask LocalCluster; 'tcp://host:8786': an existing Dask cluster; or a
-    distributed.Client), ``deep`` whether a cluster of more than 64 ranks is triaged ('auto', the default, or
-    ADVISOR_DEEP) or every rank analysed in depth ('all'). With ``tables`` True (the default, for advisor compare,
-    which reads the kernel tables) every rank is read on this machine and kept in ``profile.ranks``; the facts are
-    the same.
+    in the number and size of ranks): ``options.scheduler`` says where the tasks run (None: ADVISOR_SCHEDULER, else
+    the built-in process pool; 'local': a Dask LocalCluster; 'tcp://host:8786': an existing Dask cluster; or a
+    distributed.Client), ``options.deep`` whether a cluster of more than 64 ranks is triaged ('auto', the default,
+    or ADVISOR_DEEP) or every rank analysed in depth ('all'). With ``tables`` True (the default, for advisor
+    compare, which reads the kernel tables) every rank is read on this machine and kept in ``profile.ranks`` (the
+    scheduler and triage do not apply); the facts are the same.
     """
+    options = options or RunOptions()
     if tables:
-        profile = load_profile(Path(path))
-        facts = extract_facts(profile, context)
+        profile = load_profile(Path(path), options)
+        facts = extract_facts(profile, context, jobs=options.jobs)
     else:
-        profile, facts = run_cluster(Path(path), context, scheduler=scheduler, deep=deep)
+        profile, facts = run_cluster(Path(path), context, options)
     firings = book.engine(r for r in book.rules.values() if profile.platform in r.spec.platforms).run(facts.facts)
     derived = [fact for firing in firings for fact in firing.derived]
     return Analysis(profile, facts, firings, facts.facts + derived)
@@ -79,22 +82,32 @@ def diagnose(
     env: Mapping[str, object] | None = None,
     scheduler: Any = None,
     deep: str | None = None,
+    options: RunOptions | None = None,
 ) -> Report:
     """Diagnose the profile at ``path`` with what the profile does not record: ``env`` and ``context``.
 
     ``env`` is the job's environment variables as a dict (``{"TASK_QUEUE_ENABLE": "2"}``, numbers allowed);
     ``context`` its model settings as a dict (``{"micro_batch_size": 4, "tensor_parallel": 8}``, the fields
     of a --context file), the path of such a YAML file, or a UserContext (``usercontext.build_context``),
-    whose variables ``env`` adds to. ``scheduler`` and ``deep`` choose where ranks are analysed and how many in
-    depth (see ``analyse``). Raises InputError when ``path`` holds no profile, or naming the bad key
+    whose variables ``env`` adds to. ``options`` are the run's settings (``advisor.RunOptions``: jobs, file-size
+    limit, progress listener, scheduler, deep; see ``advisor.runoptions``); ``scheduler`` and ``deep``, when given,
+    are taken over those of ``options`` (they choose where ranks are analysed and how many in depth, see
+    ``analyse``). Raises InputError when ``path`` holds no profile, or naming the bad key
     or value of ``env``/``context``. A profile whose files are partly unusable still gives a report:
     ``status`` is 'partial' (files or rule packs skipped) or 'empty' (no step or operator data), and
     ``coverage`` says what was read, missing and skipped.
     """
     check_lang(lang)
     book = rulebook or default_rulebook()
-    analysis = analyse(path, book, resolve_context(context, env), scheduler=scheduler, deep=deep, tables=False)
+    options = with_overrides(options, scheduler=scheduler, deep=deep)
+    analysis = analyse(path, book, resolve_context(context, env), options=options, tables=False)
     return build_report(analysis, book, lang, str(path))
+
+
+def with_overrides(options: RunOptions | None, **given: Any) -> RunOptions:
+    """``options`` (the defaults when None) with the fields that keyword arguments of before gave (those not None)."""
+    chosen = {name: value for name, value in given.items() if value is not None}
+    return replace(options or RunOptions(), **chosen)
 
 
 def check_lang(lang: object) -> None:

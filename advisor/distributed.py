@@ -19,9 +19,10 @@ CONNECT_TIMEOUT_S = 30
 
 
 class DaskRunner:
-    """A Dask client for the duration of one diagnosis (``scheduler``: 'local', an address, or a Client)."""
+    """A Dask client for the duration of one diagnosis (``scheduler``: 'local', an address, or a Client; ``jobs``:
+    the run's, the number of workers of a LocalCluster)."""
 
-    def __init__(self, scheduler: Any) -> None:
+    def __init__(self, scheduler: Any, jobs_chosen: int | None = None) -> None:
         try:
             import distributed
         except ImportError:
@@ -31,7 +32,7 @@ class DaskRunner:
         self.cluster = None
         self.owned = True
         if isinstance(scheduler, str) and scheduler == LOCAL:
-            self.cluster = distributed.LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
+            self.cluster = distributed.LocalCluster(n_workers=jobs(jobs_chosen), threads_per_worker=1, processes=True,
                                                     dashboard_address=":0")
             self.client = distributed.Client(self.cluster)
         elif isinstance(scheduler, str):

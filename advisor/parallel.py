@@ -1,7 +1,7 @@
 """Spread independent pieces of work over the machine's cores in forked worker processes.
 
-The number of processes is ``--jobs`` (the ``JOBS`` context variable) when given, else ``ADVISOR_JOBS`` when
-set (``1`` turns parallel work off), else the CPUs this process may use (affinity and container quota), at
+The number of processes is the run's ``jobs`` (``RunOptions.jobs``, ``--jobs``) when given, else ``ADVISOR_JOBS``
+when set (``1`` turns parallel work off), else the CPUs this process may use (affinity and container quota), at
 most 8. Workers are forked after the work is set up, so they start in milliseconds with every
 module imported and every table already in memory: only an item's index goes to a worker, and only its
 result comes back (pickled). Off Linux the work runs in this process, one piece after the other, with the
@@ -10,7 +10,6 @@ same results. Work started inside a worker runs there serially.
 
 from __future__ import annotations
 
-import contextvars
 import ctypes
 import multiprocessing
 import os
@@ -26,7 +25,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 JOBS_VARIABLE = "ADVISOR_JOBS"
-JOBS: contextvars.ContextVar[int | None] = contextvars.ContextVar("JOBS", default=None)
 DEFAULT_MAX_JOBS = 8
 CGROUP_V2_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
@@ -40,15 +38,18 @@ _PROGRESS = -2  # the index of a progress frame
 _PR_SET_PDEATHSIG = 1
 
 
-def jobs() -> int:
-    """How many processes parallel work may use (at least 1)."""
-    chosen = JOBS.get()
+def jobs(chosen: int | None = None) -> int:
+    """How many processes parallel work may use (at least 1): ``chosen`` (the run's ``jobs``) when it is 1 or more,
+    else ADVISOR_JOBS, else default_jobs()."""
     if chosen is not None and chosen > 0:
         return chosen
     text = os.environ.get(JOBS_VARIABLE, "").strip()
     if text.isdigit() and int(text) > 0:
         return int(text)
     return default_jobs()
+
+
+_jobs = jobs  # fork_map's parameter of that name hides the function
 
 
 def default_jobs() -> int:
@@ -96,8 +97,8 @@ def can_fork() -> bool:
 
 
 def worker_progress(message: tuple) -> bool:
-    """In a worker of fork_map: send ``message`` to the progress listener of the parent (``ingest.ascend.PROGRESS``,
-    called there with its items); False outside workers."""
+    """In a worker of fork_map: send ``message`` to the ``progress`` listener the parent gave fork_map (called there
+    with its items); False outside workers."""
     if _progress_pipe is None:
         return False
     try:
@@ -107,24 +108,26 @@ def worker_progress(message: tuple) -> bool:
     return True
 
 
-def fork_map(function: Callable[[Item], Result], items: Sequence[Item], *, main_works: bool = True) -> list[Result]:
-    """``[function(item) for item in items]`` computed by this process and ``jobs() - 1`` forked workers.
+def fork_map(function: Callable[[Item], Result], items: Sequence[Item], *, jobs: int | None = None,
+             progress: Callable[..., None] | None = None, main_works: bool = True) -> list[Result]:
+    """``[function(item) for item in items]`` computed by this process and ``jobs(jobs) - 1`` forked workers.
 
     Each worker starts on one item and then takes the next ones from the front, while this process takes
     the first item and then the last items no worker has started; the pieces of a worker that dies (killed
     for memory, say) are done here too. Results must pickle; an exception raised by any piece is raised here.
-    With ``main_works`` False this process only collects: ``jobs()`` workers do every piece (when there are two
+    With ``main_works`` False this process only collects: ``jobs(jobs)`` workers do every piece (when there are two
     or more of each), so its memory holds the results and never a piece's working set (a rank's tables, say).
 
     Workers ignore SIGINT and are killed when this process dies (parent-death signal); when this process is
     interrupted or a piece fails here, the workers are killed at once, so Ctrl-C ends the run promptly
     whatever they are doing. Each worker sends its results through a pipe of its own, read by a thread here,
-    so a worker killed while sending can only end its own pipe early.
+    so a worker killed while sending can only end its own pipe early. The progress messages workers send
+    (``worker_progress``) are passed to ``progress`` here, when given.
     """
-    workers = min(jobs(), len(items)) - (1 if main_works else 0)
+    workers = min(_jobs(jobs), len(items)) - (1 if main_works else 0)
     if workers < (1 if main_works else 2) or not can_fork():
         return [function(item) for item in items]
-    return _Pool(function, items, workers, main_works).run()
+    return _Pool(function, items, workers, main_works, progress).run()
 
 
 _MISSING = object()
@@ -134,8 +137,10 @@ _FRAME = struct.Struct("<Q")
 class _Pool:
     """Forked workers for one fork_map call (see there)."""
 
-    def __init__(self, function: Callable[[Any], Any], items: Sequence[Any], workers: int, main_works: bool = True) -> None:
+    def __init__(self, function: Callable[[Any], Any], items: Sequence[Any], workers: int, main_works: bool = True,
+                 progress: Callable[..., None] | None = None) -> None:
         self.function, self.items, self.workers, self.main_works = function, items, workers, main_works
+        self.progress = progress
         self.offset = 1 if main_works else 0  # workers start on offset .. offset + workers - 1
         context = multiprocessing.get_context("fork")
         self.lock = context.Lock()
@@ -150,7 +155,7 @@ class _Pool:
         try:
             for first in range(self.offset, self.offset + self.workers):
                 self._fork(first)
-            self.reader = _Reader(list(self.children.values()), _progress_listener())
+            self.reader = _Reader(list(self.children.values()), self.progress)
             self.reader.start()
             if self.main_works:
                 results[0] = self.function(items[0])
@@ -320,12 +325,6 @@ class _Reader(threading.Thread):
 
     def outcomes(self) -> list[tuple[int, bool, Any]]:
         return self.received
-
-
-def _progress_listener() -> Callable[..., None] | None:
-    """The progress listener of this process's context (set by the command line on a terminal), if any."""
-    ascend = sys.modules.get("advisor.ingest.ascend")
-    return ascend.PROGRESS.get() if ascend is not None else None
 
 
 def _send(pipe: int, payload: bytes) -> None:

@@ -121,9 +121,5 @@ def test_the_jobs_option_sets_the_process_count_and_refuses_zero(tmp_path):
 
 def test_jobs_given_on_the_command_line_win_over_the_environment(monkeypatch):
     monkeypatch.setenv("ADVISOR_JOBS", "5")
-    token = parallel.JOBS.set(2)
-    try:
-        assert parallel.jobs() == 2
-    finally:
-        parallel.JOBS.reset(token)
-    assert parallel.jobs() == 5
+    assert parallel.jobs(2) == 2  # RunOptions.jobs, from --jobs
+    assert parallel.jobs(None) == parallel.jobs() == 5

@@ -20,6 +20,7 @@ from advisor.cli.options import (
     OutputOption,
     RulesOption,
     language,
+    run_options,
     user_context,
 )
 from advisor.cli.output import exit_code, guard, note, output_targets, refuse_overwriting, with_progress, write_report
@@ -37,8 +38,8 @@ def compare_command(
     env_file: EnvFileOption = None,
     context: ContextOption = None,
     rules: RulesOption = None,
-    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
-    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    max_file_size: MaxFileSizeOption = None,
+    jobs: JobsOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after).
@@ -58,8 +59,9 @@ def compare_command(
         refuse_overwriting(output, [base, target, *(env_file or []), *([context] if context else []), *(rules or [])])
         user = user_context(env, env_file, context)
         book = load_book(rules, skip_broken=True)
-        result = with_progress(f"Comparing {base} with {target}", lambda: without_failing_packs(
-            book, lambda rules: compare(base, target, rules, lang=language(lang), context=user)))
+        options = run_options(max_file_size, jobs)
+        result = with_progress(f"Comparing {base} with {target}", options, lambda options: without_failing_packs(
+            book, lambda rules: compare(base, target, rules, lang=language(lang), context=user, options=options)))
         for fmt, output_path in targets:
             write_report(fmt, output_path, lambda console: render_comparison_terminal(result, console),
                          lambda name: COMPARISON_DOCUMENTS[name](result))

@@ -29,6 +29,7 @@ from advisor.cli.options import (
     SchedulerOption,
     language,
     report_view,
+    run_options,
     user_context,
 )
 from advisor.cli.output import (
@@ -45,6 +46,7 @@ from advisor.cli.output import (
 from advisor.cli.packs import find_rule, load_book, without_failing_packs
 
 if TYPE_CHECKING:
+    from advisor.runoptions import RunOptions
     from advisor.usercontext import UserContext
 
 
@@ -67,8 +69,8 @@ def diagnose_command(
     explain: Annotated[
         bool, typer.Option("--explain", help="In the terminal report, show every finding with its conditions and fact values.")
     ] = False,
-    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
-    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    max_file_size: MaxFileSizeOption = None,
+    jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
     deep: DeepOption = None,
     debug: DebugOption = False,
@@ -97,9 +99,9 @@ def diagnose_command(
         view = report_view(detail, max_findings, min_severity, explain)
         user = user_context(env, env_file, context)
         book = load_book(rules, skip_broken=True)
-        report = with_progress(f"Diagnosing {path}", lambda: without_failing_packs(
-            book, lambda rules: diagnose(path, lang=language(lang), context=user, rulebook=rules, scheduler=scheduler,
-                                         deep=deep.value if deep else None)))
+        options = run_options(max_file_size, jobs, scheduler, deep)
+        report = with_progress(f"Diagnosing {path}", options, lambda options: without_failing_packs(
+            book, lambda rules: diagnose(path, lang=language(lang), context=user, rulebook=rules, options=options)))
         refuse_overwriting(output, files_read(path, report.coverage))
         for fmt, target in targets:
             write_report(fmt, target, lambda console: render_terminal(report, console, explain, view),
@@ -118,8 +120,8 @@ def facts_command(
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
-    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
-    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    max_file_size: MaxFileSizeOption = None,
+    jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
     deep: DeepOption = None,
     debug: DebugOption = False,
@@ -142,8 +144,8 @@ def facts_command(
         elif path is None:
             raise errors.InputError("give a profile PATH, or --list for the catalogue")
         else:
-            _print_facts(path, family, as_json, user_context(env, env_file, context), scheduler,
-                         deep.value if deep else None)
+            _print_facts(path, family, as_json, user_context(env, env_file, context),
+                         run_options(max_file_size, jobs, scheduler, deep))
 
 
 def _print_catalogue(family: str | None) -> None:
@@ -161,14 +163,13 @@ def _print_catalogue(family: str | None) -> None:
         typer.echo("")
 
 
-def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext, scheduler: str | None,
-                 deep: str | None) -> None:
+def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContext, options: RunOptions) -> None:
     import json
 
     from advisor.diagnose import diagnose
 
-    report = with_progress(f"Reading {path}", lambda: diagnose(path, lang="en", context=user, scheduler=scheduler,
-                                                                deep=deep))
+    report = with_progress(f"Reading {path}", options,
+                           lambda options: diagnose(path, lang="en", context=user, options=options))
     facts = [f for f in report.facts if family in (None, f["type"])]
     if as_json:
         sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
@@ -189,8 +190,8 @@ def explain_command(
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
-    max_file_size: MaxFileSizeOption = None,  # noqa: ARG001 (applied by its callback)
-    jobs: JobsOption = None,  # noqa: ARG001 (applied by its callback)
+    max_file_size: MaxFileSizeOption = None,
+    jobs: JobsOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Show why a rule fired on a profile (each condition with its fact values), or why it did not.
@@ -205,6 +206,6 @@ def explain_command(
 
         book = load_book(rules)
         rule = find_rule(book, rule_id)
-        analysis = analyse(path, book, user_context(env, env_file, context))
+        analysis = analyse(path, book, user_context(env, env_file, context), options=run_options(max_file_size, jobs))
         for line in explain_lines(rule, analysis.firings, analysis.all_facts, analysis.profile.platform):
             typer.echo(line)

@@ -15,6 +15,7 @@ from advisor.vocabulary import SEVERITIES
 
 if TYPE_CHECKING:
     from advisor.render.common import View
+    from advisor.runoptions import RunOptions
     from advisor.usercontext import UserContext
 
 
@@ -108,12 +109,14 @@ MinSeverityOption = Annotated[Optional[FailOn], typer.Option(
 
 
 def _max_file_size(value: Optional[str]) -> Optional[str]:
-    from advisor.ingest.limits import DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES, parse_size
+    """Refuse a size that does not parse when the options are parsed (``run_options`` reads it)."""
+    from advisor.ingest.limits import parse_size
 
-    try:
-        MAX_FILE_BYTES.set(DEFAULT_MAX_FILE_BYTES if value is None else parse_size(value))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    if value is not None:
+        try:
+            parse_size(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
     return value
 
 
@@ -124,16 +127,9 @@ MaxFileSizeOption = Annotated[
 ]
 
 
-def _jobs(value: Optional[int]) -> Optional[int]:
-    from advisor.parallel import JOBS
-
-    JOBS.set(value)
-    return value
-
-
 JobsOption = Annotated[
     Optional[int],
-    typer.Option("--jobs", "-j", callback=_jobs, min=1, metavar="N",
+    typer.Option("--jobs", "-j", min=1, metavar="N",
                  help="Processes to read and analyse with (default: $ADVISOR_JOBS, else the usable cores, at most 8)."),
 ]
 
@@ -167,6 +163,17 @@ RulesOption = Annotated[
 ]
 RuleIdArgument = Annotated[str, typer.Argument(metavar="RULE_ID", autocompletion=_complete_rule_id,
                                                help="A rule id (see `advisor rules list`).")]
+
+
+def run_options(max_file_size: str | None, jobs: int | None, scheduler: str | None = None,
+                deep: Deep | None = None) -> RunOptions:
+    """The run's settings from --max-file-size, --jobs, --scheduler and --deep (the progress listener is added on a
+    terminal by ``output.with_progress``)."""
+    from advisor.ingest.limits import parse_size
+    from advisor.runoptions import DEFAULT_MAX_FILE_BYTES, RunOptions
+
+    return RunOptions(jobs=jobs, max_file_bytes=DEFAULT_MAX_FILE_BYTES if max_file_size is None else parse_size(max_file_size),
+                      scheduler=scheduler, deep=deep.value if deep else None)
 
 
 def report_view(detail: Detail | None, max_findings: int | None, min_severity: FailOn | None, explain: bool = False) -> View:

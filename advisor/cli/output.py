@@ -24,6 +24,8 @@ from advisor.vocabulary import SEVERITY_ORDER
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from advisor.runoptions import RunOptions
+
 T = TypeVar("T")
 
 _SUFFIX_FORMATS = {".md": OutputFormat.md, ".markdown": OutputFormat.md, ".html": OutputFormat.html,
@@ -104,17 +106,19 @@ def _flushed_stdout() -> int | None:
     return None
 
 
-def with_progress(what: str, work: Callable[[], T]) -> T:
-    """Run ``work``; on a terminal, show which file is being read (never on a pipe, so JSON stays clean)."""
+def with_progress(what: str, options: RunOptions, work: Callable[[RunOptions], T]) -> T:
+    """Run ``work`` with the run's ``options``; on a terminal, with a progress listener added to them that shows which
+    file is being read (never on a pipe, so JSON stays clean)."""
+    from dataclasses import replace
+
     from rich.console import Console
     from rich.text import Text
 
-    from advisor.ingest.ascend import PROGRESS
     from advisor.render.common import strip_control
 
     stderr = Console(stderr=True)
     if not stderr.is_terminal:
-        return work()
+        return work(options)
     read = {"files": 0, "bytes": 0}
     # Text, not a str: paths and file names are shown as written, never read as rich markup ('[/bad]', '[link=…]')
     with stderr.status(Text(strip_control(f"{what} …"))) as status:
@@ -125,11 +129,7 @@ def with_progress(what: str, work: Callable[[], T]) -> T:
             status.update(Text(strip_control(
                 f"Reading {file} ({size / 1e6:,.1f} MB; file {read['files']}, {read['bytes'] / 1e6:,.0f} MB so far) …")))
 
-        token = PROGRESS.set(show)
-        try:
-            return work()
-        finally:
-            PROGRESS.reset(token)
+        return work(replace(options, progress=show))
 
 
 def output_targets(fmt: OutputFormat | None, outputs: list[Path] | None) -> list[tuple[OutputFormat, Path | None]]:

@@ -67,16 +67,17 @@ __all__ = [
     "reduce_facts",
 ]
 
-def extract_facts(profile: Profile, user: UserContext | None = None) -> FactSet:
+def extract_facts(profile: Profile, user: UserContext | None = None, *, jobs: int | None = None) -> FactSet:
     """Compute every fact family this version knows from a profile read whole (``ingest.load_profile``) and what
-    the user told: each rank's facts (on several cores when there are several), then the cross-rank ones.
+    the user told: each rank's facts (on several cores when there are several: ``jobs``, the run's
+    ``RunOptions.jobs``), then the cross-rank ones.
 
     ``advisor.cluster`` does the same without ever holding more than one rank's tables in this process."""
     from advisor.facts.rank import rank_facts
     from advisor.facts.reduce import reduce_facts
     from advisor.parallel import fork_map
 
-    ranks = fork_map(lambda rank: rank_facts(rank, profile.shown, user), profile.ranks)
+    ranks = fork_map(lambda rank: rank_facts(rank, profile.shown, user), profile.ranks, jobs=jobs)
     metas = Profile(root=profile.root, base=profile.base, format=profile.format, ranks=[r.meta for r in ranks],
                     coverage=profile.coverage)
     metas._shown = profile._shown

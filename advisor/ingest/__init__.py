@@ -9,13 +9,20 @@ from pathlib import Path
 
 from advisor.ingest.model import Coverage, CsvTable, Profile, RankData, RankDir
 from advisor.parallel import fork_map
+from advisor.runoptions import RunOptions, reading
 
 __all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile"]
 
 
-def load_profile(path: Path) -> Profile:
+def load_profile(path: Path, options: RunOptions | None = None) -> Profile:
     """Find the ranks under ``path`` (rank directories, PyTorch traces …) and read each, on several cores when there
-    are several; InputError if there are none."""
+    are several (``options``: the run's jobs, file-size limit and progress listener); InputError if there are none."""
+    options = options or RunOptions()
+    with reading(options):
+        return _load(path, options)
+
+
+def _load(path: Path, options: RunOptions) -> Profile:
     from advisor.ingest.discover import discover
     from advisor.ingest.formats import format_of
 
@@ -28,7 +35,7 @@ def load_profile(path: Path) -> Profile:
         return fmt.read(found, layout.base, own, False), own
 
     ranks = []
-    for rank, rank_coverage in fork_map(read_one, layout.ranks):
+    for rank, rank_coverage in fork_map(read_one, layout.ranks, jobs=options.jobs, progress=options.progress):
         coverage.extend(rank_coverage)
         if rank is not None:
             ranks.append(rank)

@@ -6,7 +6,6 @@ skipped with the reason, and reading carries on with the rest.
 
 from __future__ import annotations
 
-import contextvars
 import os
 import re
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FilePr
 from advisor.ingest.paths import display_path
 from advisor.ingest.trace import read_trace
 from advisor.parallel import in_worker, worker_progress
+from advisor.runoptions import current
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _MAX_JSON_BYTES = 64 << 20
@@ -105,9 +105,6 @@ MODULE_MEMORY_COLUMNS = (
 )
 
 T = TypeVar("T")
-
-# Called with (file as shown in reports, size in bytes) before each file is parsed; set by the CLI on a TTY.
-PROGRESS: contextvars.ContextVar[Callable[[str, int], None] | None] = contextvars.ContextVar("PROGRESS", default=None)
 
 
 def rank_id_from_dir(rank_dir: Path) -> int | None:
@@ -243,8 +240,9 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
 
 
 def report_progress(shown: str, path: Path) -> None:
-    """Tell the current progress listener (if any) which file is being read and how big it is."""
-    listener = PROGRESS.get()
+    """Tell the run's progress listener (``RunOptions.progress``, if any) which file is being read and how big it is;
+    in a forked worker, the parent's listener (through fork_map)."""
+    listener = current().progress
     if listener is None and not in_worker():
         return
     try:

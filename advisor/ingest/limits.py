@@ -1,14 +1,13 @@
 """Explicit resource limits on input files, each with the option that lifts it.
 
-A file over ``--max-file-size`` is skipped with a message saying so (the default is far above the largest
-profiler file seen, so only a wrong or damaged file trips it); a compressed trace whose content would
-expand past ``MAX_EXPANSION`` times its size, or past the file-size limit, is refused as a decompression
-bomb. Metadata JSON files have their own fixed plausibility cap in the readers.
+A file over ``--max-file-size`` (the run's ``RunOptions.max_file_bytes``, read from ``runoptions.current()``) is
+skipped with a message saying so (the default is far above the largest profiler file seen, so only a wrong or
+damaged file trips it); a compressed trace whose content would expand past ``MAX_EXPANSION`` times its size, or
+past the file-size limit, is refused as a decompression bomb. Metadata JSON files have their own fixed plausibility cap in the readers.
 """
 
 from __future__ import annotations
 
-import contextvars
 import gzip
 import os
 import re
@@ -20,11 +19,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from advisor.ingest.model import FileProblem
+from advisor.runoptions import current
 
-DEFAULT_MAX_FILE_BYTES = 4 << 30
 MAX_EXPANSION = 200  # compressed traces shrink 10-30×; 200× is content built to expand
-
-MAX_FILE_BYTES: contextvars.ContextVar[int] = contextvars.ContextVar("MAX_FILE_BYTES", default=DEFAULT_MAX_FILE_BYTES)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -47,8 +44,8 @@ def format_size(size: int) -> str:
 
 
 def check_size(size: int) -> None:
-    """Raise FileProblem when a file of ``size`` bytes is over the file-size limit."""
-    limit = MAX_FILE_BYTES.get()
+    """Raise FileProblem when a file of ``size`` bytes is over the run's file-size limit."""
+    limit = current().max_file_bytes
     if size > limit:
         raise FileProblem(f"is {format_size(size)}, over the {format_size(limit)} --max-file-size limit; "
                           f"rerun with --max-file-size {_suggest(size)} to read it")
@@ -111,7 +108,7 @@ def open_binary(path: Path) -> Iterator[BinaryIO]:
         with path.open("rb") as handle:
             yield handle
         return
-    allowed = min(MAX_EXPANSION * max(path.stat().st_size, 1), MAX_FILE_BYTES.get())
+    allowed = min(MAX_EXPANSION * max(path.stat().st_size, 1), current().max_file_bytes)
     with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as unpacked:
         yield _Bounded(unpacked, allowed)  # type: ignore[misc]
 

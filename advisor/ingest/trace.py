@@ -28,6 +28,7 @@ from advisor.ingest import jsonstream
 from advisor.ingest.jsonstream import Cut, EventDecoders, array_blocks
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
+from advisor.runoptions import current
 
 PIECE_BYTES = 32 << 20  # a file is read on several cores when each core gets at least this much of it
 SPLIT_WINDOW = 4 << 20  # how far past a split point to look for the next event boundary
@@ -299,13 +300,15 @@ def _read_in_pieces(path: Path) -> tuple[_Rows, Cut] | None:
     if path.suffix == ".gz" or not parallel.can_fork():
         return None
     size = path.stat().st_size
-    count = min(parallel.jobs(), size // PIECE_BYTES)
+    options = current()
+    count = min(parallel.jobs(options.jobs), size // PIECE_BYTES)
     ranges = _piece_ranges(path, size, count) if count > 1 else None
     if ranges is None:
         return None
     last = len(ranges) - 1
     try:
-        pieces = parallel.fork_map(_read_piece, [(path, start, end, i == last) for i, (start, end) in enumerate(ranges)])
+        pieces = parallel.fork_map(_read_piece, [(path, start, end, i == last) for i, (start, end) in enumerate(ranges)],
+                                   jobs=options.jobs, progress=options.progress)
     except (FileProblem, RecursionError, OSError, msgspec.MsgspecError):
         return None
     if any(piece is None for piece in pieces):
