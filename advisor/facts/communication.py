@@ -3,13 +3,14 @@ cross-rank communication facts (``facts.reduce``)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from advisor.facts.models import Fact
-from advisor.facts.scope import RankScope, columns_of
+from advisor.facts.scope import Columns, RankScope, columns_of
 from advisor.facts.windows import inside, profiler_step_windows
 from advisor.ingest.gpu import nccl_collectives
 
@@ -127,33 +128,63 @@ def _split_ops(traffic: pd.DataFrame) -> pd.Series:
     return split.groupby([traffic[k] for k in _OP_KEY], dropna=False).transform("any").astype(bool)
 
 
-def transit_from_bandwidth(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
+def transit_from_bandwidth(ops: Columns, traffic: Columns) -> Columns:
     """``ops`` with each op's transit checked against its Bandwidth Info, and ``transit_from_bandwidth`` marking the fixed.
 
     Some captures write 0 (or nothing) as an op's Transit Time in Time Info while its Bandwidth Info moved hundreds of
     MB. For those the transit is the Bandwidth Info time of the op's busiest transport (SDMA only when the file does
     not split it into HCCS/PCIE/SIO) — that time sums the transport's links, so it is capped at elapse − wait — and
-    idle is recomputed as elapse − transit − wait.
+    idle is recomputed as elapse − transit − wait. The other ops keep their values (and their columns their dtype).
     """
-    ops = ops.assign(transit_from_bandwidth=False)
-    missing = ops["transit_ms"].fillna(0.0) <= 0
-    if not missing.any() or traffic.empty:
-        return ops
-    moved = traffic.loc[(traffic["size_mb"] > 0) & (traffic["time_ms"] > 0)]
-    moved = moved.assign(step=pd.to_numeric(moved["step"], errors="coerce").astype("float64"))
-    moved = moved.loc[~(_split_ops(moved) & (moved["transport"] == "SDMA"))]
-    busiest = moved.groupby(_OP_KEY, dropna=False)["time_ms"].max().rename("bandwidth_ms").reset_index()
-    keys = ops[_OP_KEY].assign(step=pd.to_numeric(ops["step"], errors="coerce").astype("float64"))
-    merged = keys.merge(busiest, on=_OP_KEY, how="left").assign(elapse_ms=ops["elapse_ms"].to_numpy(),
-                                                                 wait_ms=ops["wait_ms"].to_numpy())
-    merged.index = ops.index
-    room = (merged["elapse_ms"] - merged["wait_ms"].fillna(0.0)).clip(lower=0.0)
-    fixed = missing & merged["bandwidth_ms"].fillna(0.0).gt(0)
-    ops.loc[fixed, "transit_ms"] = merged.loc[fixed, "bandwidth_ms"].clip(upper=room[fixed])
-    ops.loc[fixed, "idle_ms"] = (ops.loc[fixed, "elapse_ms"] - ops.loc[fixed, "transit_ms"]
-                                 - ops.loc[fixed, "wait_ms"].fillna(0.0)).clip(lower=0.0)
-    ops.loc[fixed, "transit_from_bandwidth"] = True
-    return ops
+    fixed = np.zeros(len(ops["transit_ms"]), dtype=bool)
+    transit = _floats(ops["transit_ms"])
+    missing = ~(transit > 0)  # 0, negative or missing
+    if missing.any() and len(traffic["transport"]):
+        busiest = _busiest_transport_ms(traffic)
+        bandwidth = np.array([busiest.get(key, np.nan) for key in _op_keys(ops)], dtype="float64")
+        fixed = missing & (bandwidth > 0)
+    if not fixed.any():
+        return {**ops, "transit_from_bandwidth": fixed}
+    elapse, wait = _floats(ops["elapse_ms"]), _floats(ops["wait_ms"])
+    wait = np.where(np.isnan(wait), 0.0, wait)
+    room = _at_least_zero(elapse - wait)
+    capped = np.where((bandwidth <= room) | np.isnan(room), bandwidth, room)  # as pandas clips at a missing bound
+    transit, idle = ops["transit_ms"].copy(), ops["idle_ms"].copy()
+    transit[fixed] = capped[fixed]
+    idle[fixed] = _at_least_zero(elapse - capped - wait)[fixed]
+    return {**ops, "transit_ms": transit, "idle_ms": idle, "transit_from_bandwidth": fixed}
+
+
+def _busiest_transport_ms(traffic: Columns) -> dict[tuple, float]:
+    """Per op (``_op_keys``) that moved data: the Bandwidth Info time of its busiest transport, SDMA left out where
+    the op's traffic splits it into HCCS/PCIE/SIO (it is their sum)."""
+    moved: dict[tuple, list[tuple[str, float]]] = {}
+    rows = zip(_op_keys(traffic), traffic["transport"], traffic["size_mb"], traffic["time_ms"])
+    for key, transport, size, time in rows:
+        if size > 0 and time > 0:
+            moved.setdefault(key, []).append((transport, time))
+    busiest = {}
+    for key, times in moved.items():
+        split = any(transport in _LINK_SPLIT for transport, _ in times)
+        busiest[key] = max(time for transport, time in times if not (split and transport == "SDMA"))
+    return busiest
+
+
+def _op_keys(table: Columns) -> list[tuple]:
+    """Each row's op: (step as a number, None when missing; kind, op_name, group)."""
+    steps = pd.to_numeric(table["step"], errors="coerce").astype("float64")
+    return [(None if np.isnan(step) else float(step), kind, name, group)
+            for step, kind, name, group in zip(steps, table["kind"], table["op_name"], table["group"])]
+
+
+def _floats(values: np.ndarray) -> np.ndarray:
+    """A column as float64, missing values NaN."""
+    return np.asarray(values, dtype="float64")
+
+
+def _at_least_zero(values: np.ndarray) -> np.ndarray:
+    """Negative values 0, missing ones kept (as pandas' clip(lower=0))."""
+    return np.where(np.isnan(values) | (values >= 0), values, 0.0)
 
 
 def outside_waits(rank: int, ops_by_rank: dict[int, pd.DataFrame], sizes: dict[str, int]) -> pd.DataFrame:
@@ -268,29 +299,23 @@ class Membership:
         return f"local ranks {rank_ranges(absent)}" if absent else None
 
 
-def memberships(groups: dict[str, tuple[int, ...]], matrices: dict[int, pd.DataFrame]) -> dict[str, Membership]:
-    """Per group hash: its size and members, from parallel_group_info (``groups``: hash → global ranks) and else
-    from the communication_matrix links of the profiled ranks (local ranks src → dst; a rank's own local rank is
-    the source of its links)."""
-    return memberships_of(groups, {rank: matrix_members(matrix) for rank, matrix in matrices.items()})
-
-
-def matrix_members(matrix: pd.DataFrame | None) -> dict[str, tuple[frozenset[int], int | None]]:
-    """What one rank's communication_matrix tells about each group it links in: the local ranks its links reach,
-    and its own local rank (the most frequent source of its links)."""
-    found: dict[str, tuple[frozenset[int], int | None]] = {}
-    if matrix is None or matrix.empty:
-        return found
-    for group, links in matrix.groupby("group", sort=False):
-        seen = frozenset(int(v) for v in pd.concat([links["src"], links["dst"]]))
-        sources = links["src"].value_counts()
-        found[str(group)] = (seen, int(sources.index[0]) if not sources.empty else None)
-    return found
+def matrix_members(matrix: Columns) -> dict[str, tuple[frozenset[int], int | None]]:
+    """What one rank's communication_matrix links tell about each group they are in, in order of appearance: the local
+    ranks they reach, and the rank's own local rank (the most frequent source of its links; ties: the first seen)."""
+    reached: dict[object, set[int]] = {}
+    sources: dict[object, Counter[int]] = {}
+    for group, src, dst in zip(matrix["group"], matrix["src"], matrix["dst"]):
+        if not pd.isna(group):
+            reached.setdefault(group, set()).update((int(src), int(dst)))
+            sources.setdefault(group, Counter())[int(src)] += 1
+    return {str(group): (frozenset(seen), sources[group].most_common(1)[0][0]) for group, seen in reached.items()}
 
 
 def memberships_of(groups: dict[str, tuple[int, ...]],
                    evidence: dict[int, dict[str, tuple[frozenset[int], int | None]]]) -> dict[str, Membership]:
-    """``memberships`` from each profiled rank's ``matrix_members``."""
+    """Per group hash: its size and members, from parallel_group_info (``groups``: hash → global ranks) and else
+    from each profiled rank's ``matrix_members`` (local ranks src → dst; a rank's own local rank is the source of its
+    links)."""
     locals_seen: dict[str, set[int]] = {}
     local_of: dict[str, dict[int, int]] = {}
     for rank, found in evidence.items():
@@ -333,8 +358,8 @@ def communication_tables(scope: RankScope) -> list[Fact]:
         out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
     if rank.platform != "gpu" and rank.communication is not None:
         out.traffic = columns_of(rank.communication.traffic)
-        out.ops = columns_of(transit_from_bandwidth(rank.communication.ops, rank.communication.traffic))
+        out.ops = transit_from_bandwidth(columns_of(rank.communication.ops), out.traffic)
     if rank.matrix is not None and not rank.matrix.empty:
-        out.matrix_groups = matrix_members(rank.matrix)
         out.matrix = columns_of(rank.matrix)
+        out.matrix_groups = matrix_members(out.matrix)
     return []

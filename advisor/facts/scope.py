@@ -135,7 +135,7 @@ class RankScope:
 
 def columns_of(frame: pd.DataFrame) -> Columns:
     """A table as its columns (numpy arrays; text as Python strings)."""
-    return {str(name): frame[name].to_numpy() for name in frame.columns}
+    return {str(name): values.to_numpy() for name, values in frame.items()}
 
 
 def file_source(show: Shown, rank: RankData | RankMeta, name: str, columns: str) -> str:
