@@ -5,7 +5,9 @@
 * The C extension is driven directly (no ``durable.lang`` Host): no timer threads, and an exception in
   our action code is raised here instead of being stored in the session state.
 * Facts are encoded by ``encode`` (no exponent floats, no NaN/inf), carry a unique ``id`` (identical
-  facts are otherwise deduplicated), and are asserted one by one (a fact no rule wants is fine).
+  facts are otherwise deduplicated), and are asserted one by one — except those of a family no rule
+  names in a condition, positive or negated: every test starts with the family, so they can match
+  nothing and cancel nothing, and leaving them out changes no firing.
 * Facts are asserted family by family in an order where every family used under ``not`` comes before
   the families its rule matches positively: the engine does not cancel an activation when a negated
   fact arrives after the fact that triggered it. Rules whose negations contradict each other's order
@@ -101,8 +103,8 @@ class RuleEngine:
             duplicate = next(i for i in ids if ids.count(i) > 1)
             raise EngineError(f"two facts share the id {duplicate!r}; the engine would drop one of them")
         session = _Session(self, f"s{next(_SESSIONS)}", {f.id: f for f in facts})
-        last = len(self._family_order)
-        ordered = sorted(facts, key=lambda f: self._family_order.get(f.family, last))
+        order = self._family_order  # every family a rule names (see the module docstring)
+        ordered = sorted((f for f in facts if f.family in order), key=lambda f: order[f.family])
         with _LOCK:
             session.open()
             try:
@@ -114,7 +116,8 @@ class RuleEngine:
 
 
 def assertion_order(rules: Sequence[Any]) -> dict[str, int]:
-    """Family → position, negated families before the positive families of the same rule (a topological order)."""
+    """Family → position, negated families before the positive families of the same rule (a topological order);
+    every family a rule names, positively or negated, has one."""
     before: dict[str, set[str]] = {}  # family -> families that must be asserted before it
     owners: dict[tuple[str, str], str] = {}
     for rule in rules:
