@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.models import BreakdownFact, Fact, StepFact
-from advisor.facts.scope import RankScope, Shown, float_or_none, file_source
+from advisor.facts.scope import Columns, RankScope, Shown, columns_of, file_source, float_or_none
 from advisor.facts.windows import kernel_step_windows, profiler_step_windows, window_of
 from advisor.ingest.model import RankData
 
@@ -33,29 +33,29 @@ _BREAKDOWN_SOURCES = {"stage_us": "stage_us", "compute_us": "computing_us",
                       "bubble_us": "bubble_us", "preparing_us": "preparing_us"}
 
 
-def clean_step_rows(step_trace: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def clean_step_rows(step_trace: Columns) -> tuple[Columns, list[str]]:
     """Drop rows that cannot describe a step (missing or negative core times, empty span)."""
-    required = step_trace[list(_REQUIRED)].to_numpy("float64")
+    required = np.column_stack([np.asarray(step_trace[name], dtype="float64") for name in _REQUIRED])
     unusable = np.isnan(required).any(axis=1) | (required < 0).any(axis=1) | (required.sum(axis=1) <= 0)
     if not unusable.any():
         return step_trace, []
     problems = [f"{int(unusable.sum())} step row(s) with missing, negative or zero times were ignored"]
-    return step_trace.loc[~unusable], problems
+    return {name: values[~unusable] for name, values in step_trace.items()}, problems
 
 
-def step_breakdown(step_trace: pd.DataFrame) -> list[dict[str, Any]]:
+def step_breakdown(step_trace: Columns) -> list[dict[str, Any]]:
     """One record per step: the profiler's times, the device span (step_time_us) and the three ratios.
 
     ``step_time_us`` = Computing + Communication(Not Overlapped) + Free, which tile the device span of a
     step exactly (Stage = that span minus Bubble). Absent columns are None.
     """
     steps = pd.to_numeric(step_trace["step"], errors="coerce").tolist() if "step" in step_trace else None
-    columns: dict[str, Any] = {name: step_trace[source].to_numpy("float64") if source in step_trace else None
+    columns: dict[str, Any] = {name: np.asarray(step_trace[source], dtype="float64") if source in step_trace else None
                                for name, source in _BREAKDOWN_SOURCES.items()}
     columns["step_time_us"] = columns["compute_us"] + columns["comm_not_overlapped_us"] + columns["free_us"]
     columns.update(_ratios(columns))
     records = []
-    for index in range(len(step_trace)):
+    for index in range(len(columns["step_time_us"])):
         record = {name: values[index] if values is not None else None for name, values in columns.items()}
         record["step"] = steps[index] if steps is not None else None
         records.append(record)
@@ -139,7 +139,7 @@ def _all_step_facts(show: Shown, rank: RankData, warnings: list[str]) -> list[St
                         f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
     else:
         return []
-    rows, problems = clean_step_rows(table)
+    rows, problems = clean_step_rows(columns_of(table))
     warnings.extend(f"{shown}: {p}" for p in problems)
     facts = []
     for position, row in enumerate(step_breakdown(rows)):
