@@ -221,7 +221,8 @@ def charge_budgets(charges: list[Charge], facts: list[Fact]) -> None:
 def step_budgets(facts: list[Fact]) -> dict[int | None, Budget]:
     """A budget per rank (and the profile's mean step under None) sized from the measured breakdowns: step, compute,
     exposed communication and idle; each operator type's device time; communication wait and transfer; and the
-    parts of the idle time an idle attribution measured."""
+    parts of the idle time an idle attribution measured. A bucket the profile's breakdown does not size is the mean
+    of the ranks' (0 for a rank without it)."""
     budgets: dict[int | None, Budget] = defaultdict(lambda: Budget({}))
     for fact in facts:
         if isinstance(fact, BreakdownFact):
@@ -241,7 +242,10 @@ def step_budgets(facts: list[Fact]) -> dict[int | None, Budget]:
             size["communication/transfer"] = size.get("communication/transfer", 0.0) + fact.transit_us
         elif isinstance(fact, IdleFact):
             size.update({f"idle/{part}": fact.part_us(part) for part in IdleFact.PARTS})
-    budgets[None]  # noqa: B018 — the profile budget exists even without a profile breakdown
+    ranks = [budget for rank, budget in budgets.items() if rank is not None]
+    profile = budgets[None]  # exists even without a profile breakdown
+    for bucket in {path for budget in ranks for path in budget.size}:  # the mean step's part: the ranks' mean
+        profile.size.setdefault(bucket, sum(budget.size.get(bucket, 0.0) for budget in ranks) / len(ranks))
     return budgets
 
 

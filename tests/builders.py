@@ -36,7 +36,7 @@ class StepRow:
     free: float
     overlapped: float = 0.0
     bubble: float = 0.0
-    preparing: float = 100.0
+    preparing: float = 2000.0  # the trace's ProfilerStep starts 2 ms before the step's first device task
 
 
 @dataclass

@@ -32,11 +32,13 @@ def test_per_rank_breakdown_equals_step_trace_time(case):
     assert [r.rank for r in report.summary.per_rank] == list(range(len(rank_dirs)))
     for summary, rank_dir in zip(report.summary.per_rank, rank_dirs):
         rows = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT/step_trace_time.csv")
-        mean = {k: sum(float(r[k]) for r in rows) / len(rows) for k in ("Computing", "Communication(Not Overlapped)", "Free", "Stage", "Bubble")}
+        mean = {k: sum(float(r.get(k) or 0.0) for r in rows) / len(rows)
+                for k in ("Computing", "Communication(Not Overlapped)", "Free", "Stage", "Bubble", "Preparing")}
         assert summary.compute_us == pytest.approx(mean["Computing"], rel=1e-3)
         assert summary.comm_not_overlapped_us == pytest.approx(mean["Communication(Not Overlapped)"], rel=1e-3)
-        assert summary.free_us == pytest.approx(mean["Free"], rel=1e-3)
-        assert summary.step_time_us == pytest.approx(mean["Stage"] + mean["Bubble"], rel=1e-3)
+        # the host's Preparing before the step's first device task is idle time of the step, as a GPU step's is
+        assert summary.free_us == pytest.approx(mean["Free"] + mean["Preparing"], rel=1e-3)
+        assert summary.step_time_us == pytest.approx(mean["Stage"] + mean["Bubble"] + mean["Preparing"], rel=1e-3)
         assert summary.steps == len(rows)
         assert summary.bottleneck == "communication"
     assert report.summary.bottleneck == "communication"

@@ -32,10 +32,12 @@ def test_step_facts_equal_step_trace_time(root):
             fact = steps[(rank, int(row["Step"]))]
             assert fact.compute_us == pytest.approx(float(row["Computing"]), rel=1e-3)
             assert fact.comm_not_overlapped_us == pytest.approx(float(row["Communication(Not Overlapped)"]), rel=1e-3)
-            assert fact.free_us == pytest.approx(float(row["Free"]), rel=1e-3)
+            # free time is Free and the host's Preparing before the step's first device task
+            assert fact.free_us == pytest.approx(float(row["Free"]) + float(row["Preparing"]), rel=1e-3)
+            assert fact.preparing_us == pytest.approx(float(row["Preparing"]), rel=1e-3)
             assert fact.stage_us == pytest.approx(float(row["Stage"]), rel=1e-3)
-            # Stage = span - bubble, and the three lanes tile the span
-            assert fact.step_time_us - (fact.bubble_us or 0) == pytest.approx(float(row["Stage"]), rel=1e-3)
+            # Stage = span - bubble, the three lanes tile the span, and the step is the span and Preparing
+            assert fact.step_time_us - (fact.bubble_us or 0) - fact.preparing_us == pytest.approx(float(row["Stage"]), rel=1e-3)
             assert fact.compute_ratio + fact.communication_ratio + fact.free_ratio == pytest.approx(1.0)
 
 
@@ -46,7 +48,7 @@ def test_rank_breakdown_is_the_mean_of_its_steps_and_profile_the_mean_of_ranks()
     assert breakdowns[0].comm_not_overlapped_us == pytest.approx(1921.46)
     assert breakdowns[1].compute_us == pytest.approx(1384.64)
     assert breakdowns[None].scope == "profile"
-    assert breakdowns[None].step_time_us == pytest.approx((3350.92 + 3186.77) / 2)
+    assert breakdowns[None].step_time_us == pytest.approx((3350.92 + 420.0 + 3186.77 + 420.0) / 2)  # with Preparing
     assert breakdowns[None].dominant_overhead == "communication"
 
 
@@ -117,7 +119,7 @@ def test_capture_without_step_info_is_one_whole_step(tmp_path):
     build_rank(tmp_path, RankSpec(with_step_info=False, steps=[StepRow(None, 500.0, 100.0, 400.0)]))
     facts = extract_facts(load_profile(tmp_path))
     (step,) = facts.of(StepFact)
-    assert step.step is None and step.free_ratio == pytest.approx(0.4)
+    assert step.step is None and step.free_ratio == pytest.approx((400.0 + 2000.0) / 3000.0)  # Free and Preparing
     (context,) = facts.of(ContextFact)
     assert not context.has_step_info
     flash = next(o for o in facts.of(OperatorFact) if o.op_type == "FlashAttentionScore")
@@ -145,7 +147,7 @@ def test_rank_spreads_name_the_slow_rank():
     communication = spreads["communication"]
     assert (communication.max_rank, communication.min_rank, communication.rank) == (0, 1, 1)
     assert communication.spread_us == pytest.approx(1921.46 - 1716.99)
-    assert communication.spread_ratio == pytest.approx((1921.46 - 1716.99) / ((3350.92 + 3186.77) / 2))
+    assert communication.spread_ratio == pytest.approx((1921.46 - 1716.99) / ((3350.92 + 3186.77) / 2 + 420.0))
     assert (spreads["compute"].rank, spreads["compute"].spread_us) == (1, pytest.approx(1384.64 - 1344.32))
     assert not extract_facts(load_profile(SAMPLE_SINGLE)).of(SpreadFact)  # one rank: nothing to compare
 

@@ -84,10 +84,11 @@ def test_step_breakdown_reads_like_step_trace_time(tmp_path):
     trace = read_kineto(write_kineto_trace(tmp_path / "one.pt.trace.json", KERNELS))
     (step,) = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu)).to_dict("records")
     # the ProfilerStep is [-30, 480): the window; compute 240, communication 200 of which 90 under compute;
-    # busy = [0,100) ∪ [150,400) = 350 → free 160, of which 30 before the first kernel (preparing)
+    # busy = [0,100) ∪ [150,400) = 350 → 160 without work: 30 before the first kernel (Preparing) and Free 130, which
+    # leaves Preparing out as torch_npu's step_trace_time.csv does
     assert step == {"step": "1", "start_us": -30.0, "end_us": 480.0, "computing_us": 240.0, "communication_us": 200.0,
-                    "comm_not_overlapped_us": 110.0, "overlapped_us": 90.0, "free_us": 160.0, "preparing_us": 30.0}
-    assert step["computing_us"] + step["comm_not_overlapped_us"] + step["free_us"] == 510.0
+                    "comm_not_overlapped_us": 110.0, "overlapped_us": 90.0, "free_us": 130.0, "preparing_us": 30.0}
+    assert step["computing_us"] + step["comm_not_overlapped_us"] + step["free_us"] + step["preparing_us"] == 510.0
 
 
 def test_step_windows_tile_wall_time_and_reach_the_work_each_step_launched(tmp_path):
@@ -99,9 +100,9 @@ def test_step_windows_tile_wall_time_and_reach_the_work_each_step_launched(tmp_p
     windows = step_windows(trace.gpu, trace.runtime, trace.cpu)
     assert windows.values.tolist() == [[1, -30.0, 400.0], [2, 400.0, 480.0]]
     first, second = step_breakdown(trace.gpu, windows).to_dict("records")
-    assert (first["computing_us"], first["communication_us"], first["free_us"]) == (240.0, 200.0, 80.0)
+    assert (first["computing_us"], first["communication_us"], first["free_us"], first["preparing_us"]) == (240.0, 200.0, 50.0, 30.0)
     assert second == {"step": "2", "start_us": 400.0, "end_us": 480.0, "computing_us": 0.0, "communication_us": 0.0,
-                      "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0, "free_us": 80.0, "preparing_us": 80.0}
+                      "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0, "free_us": 0.0, "preparing_us": 80.0}
 
 
 def test_a_trace_without_profiler_steps_is_one_window(tmp_path):

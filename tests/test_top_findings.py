@@ -33,15 +33,18 @@ def _gains_fit(report) -> None:
 
 def test_the_real_two_rank_capture():
     """Both ranks wait ~73 ms together in one AllReduce whose group has 8 members, 2 of them profiled: the wait is for
-    ranks outside the capture (96 ms of a 134 ms step, measured). Next the device idles ~20 ms waiting for launches
-    (57 % of the kernels are shorter than their launch; an upper bound, measured with with_stack on). The 19
-    aclopCompileAndExecute calls take 14 ms of host time, but their opCompile spans only 373 µs (the binaries are
-    cached): no online-compilation finding. The .item() reads block the host 92 ms, but inside the collective's wait —
-    they cost the device only ~1.4 ms and rank below."""
+    ranks outside the capture (96 ms of a 153 ms step, measured). Each step starts with 18–20 ms of Preparing before
+    the first device task: the DataLoader (3.5 ms), then a `.to()` of the batch whose stream synchronisation (inside
+    aten::_to_copy) leaves the device idle ~10 ms — a blocking copy, measured. Next the device idles ~25 ms waiting for
+    launches (57 % of the kernels are shorter than their launch; an upper bound, measured with with_stack on, so at
+    most medium). The 19 aclopCompileAndExecute calls take 14 ms of host time, but their opCompile spans only 373 µs
+    (the binaries are cached): no online-compilation finding. The .item() reads block the host 92 ms, but inside the
+    collective's wait — they cost the device only ~1.6 ms and rank below."""
     report = diagnose(REAL)
-    assert _top(report, 2) == ["cluster.straggler_outside_capture", "host.many_small_kernels"]
-    assert [f.gain_basis for f in report.findings[:2]] == ["measured"] * 2
-    assert report.findings[1].instrumented_by == ["with_stack", "record_shapes"]
+    assert _top(report, 3) == ["cluster.straggler_outside_capture", "io.blocking_copies", "host.many_small_kernels"]
+    assert [f.gain_basis for f in report.findings[:3]] == ["measured"] * 3
+    assert 9_000 < report.findings[1].estimated_gain_us < 12_000 and report.findings[1].severity == "high"
+    assert report.findings[2].instrumented_by == ["with_stack", "record_shapes"] and report.findings[2].severity == "medium"
     assert "host.online_compilation" not in {f.id for f in report.findings}
     # the HCCL Notify_Wait tasks of both ranks wait for local rank 5 of the communicator (dst rank 5)
     waits = {f["rank"]: f for f in report.facts if f["type"] == "communication" and f["kind"] == "collective"}
@@ -58,12 +61,14 @@ def test_the_real_two_rank_capture():
 
 
 def test_every_category(tmp_path):
-    """Communication-bound (the collectives mostly wait: 1.4 ms of a 3.9 ms step) with the DataLoader's 400 µs of idle
-    next; ASCEND_LAUNCH_BLOCKING=1 is high whatever the profile shows (every launch is serialised)."""
+    """The collectives mostly wait (1.4 ms of a 5.9 ms step), the largest single cause; the host's 2 ms of preparation
+    before each step's first device task comes next, measured part by part (the DataLoader's 400 µs first);
+    ASCEND_LAUNCH_BLOCKING=1 is high whatever the profile shows (every launch is serialised)."""
     context = tmp_path / "context.yaml"
     context.write_text(EVERY_CATEGORY_CONTEXT)
     report = diagnose(build_every_category(tmp_path / "job"), context=build_context(EVERY_CATEGORY_ENV, [], context))
-    assert _top(report) == ["communication.not_transferring", "io.slow_dataloader", "environment.launch_blocking"]
+    assert _top(report, 2) == ["communication.not_transferring", "io.slow_dataloader"]
+    assert [f.severity for f in report.findings if f.id == "environment.launch_blocking"] == ["high"]
     _gains_fit(report)
 
 

@@ -98,7 +98,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
     apis = inside(apis, windows)
     host = inside(host, windows)
     compiles = compile_calls(apis, names)["dur"]
-    program_syncs, item_syncs, allocator_syncs = sync_calls(apis, host, names)
+    program_syncs, item_syncs, copy_syncs, allocator_syncs = sync_calls(apis, host, names)
     launch_calls = apis.loc[matching(apis["name"], names.launch), "dur"]
     free_calls = apis.loc[matching(apis["name"], names.free), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
@@ -113,6 +113,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "sync_calls_per_step": len(program_syncs) / steps,
         "sync_us_per_step": float(program_syncs["dur"].sum()) / steps,
         "item_sync_calls_per_step": len(item_syncs) / steps,
+        "copy_sync_calls_per_step": len(copy_syncs) / steps,
         "allocator_sync_calls_per_step": len(allocator_syncs) / steps,
         "launch_calls_per_step": len(launch_calls) / steps,
         "free_calls_per_step": len(free_calls) / steps,
@@ -132,15 +133,21 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
 
 
 ITEM_READ = re.compile(r"^aten::(item|_local_scalar_dense)$")
+DEVICE_COPY = re.compile(r"^aten::_to_copy$")  # .to() / .cpu() of a tensor: a copy between host and device
 
 
-def sync_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The synchronisation calls split by what made them: (the program's, the subset made by ``.item()`` reads —
-    inside aten::item / aten::_local_scalar_dense —, the allocator's: inside its own free/malloc calls)."""
+def sync_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames
+               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The synchronisation calls split by what made them: (the program's; the subset made by ``.item()`` reads —
+    inside aten::item / aten::_local_scalar_dense —; the subset made by blocking copies between host and device —
+    inside aten::_to_copy, e.g. ``.to(device)`` of a batch in pageable memory —; the allocator's: inside its own
+    free/malloc calls)."""
     syncs = apis.loc[matching(apis["name"], names.sync)]
     in_allocator = _starts_within(syncs, apis.loc[matching(apis["name"], names.allocator)])
     program = syncs.loc[~in_allocator]
-    return program, program.loc[_starts_within(program, host.loc[matching(host["name"], ITEM_READ)])], syncs.loc[in_allocator]
+    reads = program.loc[_starts_within(program, host.loc[matching(host["name"], ITEM_READ)])]
+    copies = program.loc[_starts_within(program, host.loc[matching(host["name"], DEVICE_COPY)])]
+    return program, reads, copies.loc[~copies.index.isin(reads.index)], syncs.loc[in_allocator]
 
 
 def _starts_within(calls: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:

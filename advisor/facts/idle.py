@@ -27,7 +27,7 @@ from advisor.facts.host import OPTIMIZER_STEP, RUNTIME_NAMES, ZERO_GRAD, compile
 from advisor.facts.models import Fact, IdleFact
 from advisor.facts.scope import RankScope, file_source
 from advisor.facts.windows import kernel_step_windows, profiler_step_windows
-from advisor.ingest.kinetosteps import launch_times, step_windows
+from advisor.ingest.kinetosteps import first_start, launch_times, step_windows
 from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
 
 HOST_PARTS = ("dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad")
@@ -55,9 +55,11 @@ def until_next_busy(calls: np.ndarray, busy: np.ndarray) -> np.ndarray:
 
 
 def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarray], syncs: np.ndarray,
-                   copies: np.ndarray, tasks: pd.DataFrame, item_syncs: np.ndarray = EMPTY) -> dict[str, float]:
-    """µs of ``idle`` (disjoint, sorted) per part of ``PARTS``, and ``item_sync``: the part of ``sync`` that follows
-    the synchronisations made by ``.item()`` reads (``item_syncs``, a subset of ``syncs``).
+                   copies: np.ndarray, tasks: pd.DataFrame, item_syncs: np.ndarray = EMPTY,
+                   copy_syncs: np.ndarray = EMPTY) -> dict[str, float]:
+    """µs of ``idle`` (disjoint, sorted) per part of ``PARTS``, and ``item_sync`` / ``copy_sync``: the parts of
+    ``sync`` that follow the synchronisations made by ``.item()`` reads and by blocking copies between host and
+    device (``item_syncs``, ``copy_syncs``: disjoint subsets of ``syncs``).
 
     ``busy``: the device's compute and communication; ``host``: the host spans of each of ``HOST_PARTS``;
     ``syncs``: synchronisation calls; ``copies``: memory copies on the device and the host's copy calls; ``tasks``: device task starts
@@ -70,6 +72,7 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
         out[part] = length(intersect(left, cause))
         left = subtract(left, cause)
     out["item_sync"] = length(intersect(left, until_next_busy(item_syncs, busy)))
+    out["copy_sync"] = length(intersect(left, until_next_busy(copy_syncs, busy)))
     for part, cause in (("sync", until_next_busy(syncs, busy)), ("copy", copies)):
         out[part] = length(intersect(left, cause))
         left = subtract(left, cause)
@@ -129,7 +132,8 @@ def _late_launches(gaps: np.ndarray, tasks: pd.DataFrame) -> tuple[float, float]
 def idle_facts(scope: RankScope) -> list[Fact]:
     """Where the device's idle time per step goes (``facts.idle``). On a GPU the idle time is measured in the step
     windows of the breakdown; on Ascend it is the Overlap Analysis lane ``Free`` (torch_npu's own idle intervals)
-    inside the ProfilerStep windows, else the device step windows without their kernels."""
+    inside the ProfilerStep windows and each window's Preparing (its start to its first Computing or Communication
+    event: the host preparing the step), else the device step windows without their kernels."""
     show, rank, breakdown = scope.show, scope.rank, scope.breakdown
     if rank.trace is None:
         return []
@@ -153,7 +157,8 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         windows = profiler_step_windows(trace.host) if not lanes.empty else device_windows
         if windows.empty:
             windows = device_windows if not device_windows.empty else profiler_step_windows(trace.host)
-        free = subtract(_window_set(windows), busy) if lanes.empty else intersect(spans(lanes), _window_set(windows))
+        free = subtract(_window_set(windows), busy) if lanes.empty else union(np.concatenate(
+            [intersect(spans(lanes), _window_set(windows)), _preparing(trace.overlap, windows)]))
         copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])
         tasks = trace.launches
         source = file_source(show, rank, "trace_view.json", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
@@ -166,16 +171,16 @@ def idle_facts(scope: RankScope) -> list[Fact]:
             "gc": spans(trace.host.loc[trace.host["cat"] == "GC"]),
             "optimizer": spans(trace.host.loc[matching(trace.host["name"], OPTIMIZER_STEP)]),
             "zero_grad": spans(trace.host.loc[matching(trace.host["name"], ZERO_GRAD)])}
-    program_syncs, item_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
+    program_syncs, item_syncs, copy_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
     copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
 
     def parts_of(idle: np.ndarray) -> dict[str, float]:
-        return attribute_idle(idle, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs))
+        return attribute_idle(idle, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs), spans(copy_syncs))
 
     typical = windows.loc[~outlier_mask(windows)]
     typical_idle = intersect(free, _window_set(typical)) if len(typical) < len(windows) else free
     parts = parts_of(typical_idle)
-    item_sync = parts.pop("item_sync")
+    item_sync, copy_sync = parts.pop("item_sync"), parts.pop("copy_sync")
     count = len(typical)
     step = (breakdown.step_time_us if breakdown is not None and count == len(windows)
             else float((typical["end"] - typical["start"]).sum()) / count)
@@ -191,8 +196,17 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
         **{f"{part}_share_of_step": share(value, step) for part, value in per_step.items()},
         largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
-        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=item_sync / count, **spread,
+        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=item_sync / count,
+        copy_sync_us=copy_sync / count, **spread,
     )]
+
+
+def _preparing(overlap: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
+    """Per step window, torch_npu's Preparing: from the window's start to its first Computing or Communication lane
+    event (the host preparing the step while the device has nothing to run)."""
+    working = spans(overlap.loc[overlap["lane"].isin(["Computing", "Communication"])])
+    starts = windows["start"].to_numpy(float)
+    return union(np.column_stack([starts, first_start(working, windows)]))
 
 
 def _window_set(windows: pd.DataFrame) -> np.ndarray:

@@ -44,14 +44,20 @@ def clean_step_rows(step_trace: Columns) -> tuple[Columns, list[str]]:
 
 
 def step_breakdown(step_trace: Columns) -> list[dict[str, Any]]:
-    """One record per step: the profiler's times, the device span (step_time_us) and the three ratios.
+    """One record per step: the profiler's times, the step (step_time_us) and the three ratios.
 
-    ``step_time_us`` = Computing + Communication(Not Overlapped) + Free, which tile the device span of a
-    step exactly (Stage = that span minus Bubble). Absent columns are None.
+    Computing + Communication(Not Overlapped) + Free tile the device span of a step exactly (Stage = that span
+    minus Bubble); Preparing is the host's part of the step before it, from the ProfilerStep's start to the first
+    device task (the DataLoader's next batch, its copy to the device), when the device has nothing to run either.
+    So ``free_us`` = Free + Preparing and ``step_time_us`` = Computing + Communication(Not Overlapped) + free_us:
+    the host step as the PyTorch profiler's ProfilerStep measures it, as on a GPU. Absent columns are None (an
+    absent Preparing counts 0).
     """
     steps = pd.to_numeric(step_trace["step"], errors="coerce").tolist() if "step" in step_trace else None
     columns: dict[str, Any] = {name: np.asarray(step_trace[source], dtype="float64") if source in step_trace else None
                                for name, source in _BREAKDOWN_SOURCES.items()}
+    if columns["preparing_us"] is not None:
+        columns["free_us"] = columns["free_us"] + np.nan_to_num(np.clip(columns["preparing_us"], 0.0, None))
     columns["step_time_us"] = columns["compute_us"] + columns["comm_not_overlapped_us"] + columns["free_us"]
     columns.update(_ratios(columns))
     records = []

@@ -76,9 +76,10 @@ def step_breakdown(gpu: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """Per step window (``step_windows``): the step_trace_time.csv columns, so GPU steps read like Ascend ones.
 
     Inside each window: Computing = |∪ compute|, Communication = |∪ communication|, Communication(Not Overlapped)
-    = Communication − the part under compute, Free = window − |compute ∪ communication| (memory copies count as
-    free, as on Ascend; so does the host's time before the step's first kernel, e.g. in the DataLoader), and
-    Preparing = window start to the first compute or communication activity.
+    = Communication − the part under compute, Preparing = window start to the first compute or communication
+    activity (the host's time before the step's first kernel, e.g. in the DataLoader), Free = the rest of the
+    window without compute or communication (memory copies count as free, as on Ascend). As in torch_npu's file,
+    Free leaves Preparing out; the step facts add it back (``facts.steps.step_breakdown``).
     """
     if windows.empty:
         return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
@@ -88,12 +89,13 @@ def step_breakdown(gpu: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     span = (windows["end"] - windows["start"]).to_numpy(float)
     computing, comm = per_window(compute, windows), per_window(communication, windows)
     overlapped = per_window(intersect(compute, communication), windows)
+    preparing = first_start(busy, windows) - windows["start"].to_numpy(float)
     return pd.DataFrame({
         "step": [None if s is None or pd.isna(s) else str(int(s)) for s in windows["step"]],
         "start_us": windows["start"].to_numpy(float), "end_us": windows["end"].to_numpy(float),
         "computing_us": computing, "communication_us": comm, "comm_not_overlapped_us": comm - overlapped,
-        "overlapped_us": overlapped, "free_us": np.clip(span - per_window(busy, windows), 0.0, None),
-        "preparing_us": first_start(busy, windows) - windows["start"].to_numpy(float),
+        "overlapped_us": overlapped, "free_us": np.clip(span - per_window(busy, windows) - preparing, 0.0, None),
+        "preparing_us": preparing,
     }, columns=BREAKDOWN_COLUMNS)
 
 

@@ -47,9 +47,10 @@ API_EVENTS = re.compile(
     r"AscendCL@aclopCompileAndExecute$|AscendCL@opCompile$|AscendCL@aclrtSynchronize|Node@launch$|"
     r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$"
 )
-# Framework ops whose calls the facts count: host reads of device values, and ops that fused kernels replace.
+# Framework ops whose calls the facts count: host reads of device values, copies between host and device (.to(),
+# .cpu()), and ops that fused kernels replace.
 FRAMEWORK_OPS = re.compile(
-    r"aten::(item|_local_scalar_dense|nonzero|index_put_?|masked_fill_?|_?softmax|rsqrt|neg|cat|silu|gelu|"
+    r"aten::(item|_local_scalar_dense|_to_copy|nonzero|index_put_?|masked_fill_?|_?softmax|rsqrt|neg|cat|silu|gelu|"
     r"native_layer_norm|native_group_norm|one_hot|repeat_interleave|gather)$"
 )
 
