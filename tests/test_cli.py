@@ -96,7 +96,7 @@ def test_partial_profile_reports_what_it_could_and_exits_3(tmp_path):
     assert "skipped localhost_2231054_20251127192733120_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv: is binary" in result.stderr
     report = json.loads(result.stdout)
     assert report["status"] == "partial"
-    assert report["summary"]["bottleneck"] == "communication"  # the readable step trace still diagnosed
+    assert report["summary"]["bottleneck"] == "host"  # the readable step trace still diagnosed (2 ms of Preparing)
     assert report["coverage"]["skipped"][0]["reason"] == "is binary, not CSV text"
 
 
