@@ -3,8 +3,9 @@
 Lint reports what loading would refuse (schema errors, unknown fact families and fields, regexes the
 engine cannot run, conditions that can never be true, unknown knowledge ids, duplicate ids, unknown
 ids in ``disable``) and, beyond that, what makes a pack hard to trust: a rule without a ``fire`` or a
-``quiet`` test case, test facts the extractors could never produce, rule texts without a Chinese
-version, and text still marked TODO (as left by ``advisor rules new``).
+``quiet`` test case, test facts the extractors could never produce, ``api`` names the readers of one of the
+rule's platforms never keep (``ingest.kept``), rule texts without a Chinese version, and text still marked TODO (as
+left by ``advisor rules new``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from advisor.engine.spec import NotCondition
 from advisor.errors import InputError
+from advisor.ingest.kept import API_OPS, kept_api
 from advisor.knowledge import KnowledgeEntry
 from advisor.resources import data_dir
 from advisor.rulebook import (
@@ -92,6 +95,7 @@ def _rule_problems(rule: Rule) -> list[str]:
                 case_fact(raw, "lint")
             except ValueError as exc:
                 problems.append(f"{path}:{line_in(path, ['tests', index, 'facts', number])}: test {case.name!r}: {exc}")
+    problems.extend(_unkept_api_names(rule))
     texts: list[tuple[str, Text | None]] = [("title", spec.title), ("description", spec.description)]
     if spec.then.recommend:
         texts.append(("explain", spec.explain))
@@ -101,6 +105,24 @@ def _rule_problems(rule: Rule) -> list[str]:
         if not text.zh:
             problems.append(f"{path}:{line_in(path, [name])}: {name} has no Chinese text (give {{en: …, zh: …}})")
         problems.extend(_todo(path, [name], text))
+    return problems
+
+
+def _unkept_api_names(rule: Rule) -> list[str]:
+    """An ``api`` condition naming an op the readers of one of the rule's platforms never keep (``ingest.kept``):
+    on that platform the condition can never hold."""
+    problems = []
+    for group in rule.spec.when.located_groups():
+        for location, condition in group:
+            if isinstance(condition, NotCondition) or condition.fact != "api" or "name" not in condition.where:
+                continue
+            names = [value for test, value in condition.where["name"].comparisons() if test == "eq"]
+            names += [value for test, values in condition.where["name"].comparisons() if test == "in" for value in values]
+            for platform in rule.spec.platforms:
+                for name in (n for n in names if isinstance(n, str) and not kept_api(platform, n)):
+                    problems.append(f"{rule.path}:{line_in(rule.path, [*location, 'where', 'name'])}: api name {name!r} "
+                                    f"is never kept by the {platform} readers, so this condition never holds there "
+                                    f"(they keep {API_OPS[platform].pattern})")
     return problems
 
 

@@ -32,6 +32,7 @@ import pandas as pd
 
 from advisor.ingest import jsonstream
 from advisor.ingest.jsonstream import Cut, EventDecoders, Trailer, array_blocks
+from advisor.ingest.kept import API_OPS
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
 
@@ -40,7 +41,8 @@ RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
 CPU_CATEGORIES = {"cpu_op", "operator", "user_annotation"}
 COMMUNICATION_KERNEL = re.compile(r"^(nccl|rccl)|ncclKernel|ncclDevKernel", re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(hip)?(Memcpy|Memset)|^dma", re.IGNORECASE)
-CPU_EVENTS = re.compile(r"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^aten::|SyncBatchNorm", re.IGNORECASE)
+CPU_EVENTS = re.compile(rf"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^(?:{API_OPS['gpu'].pattern})|SyncBatchNorm",
+                        re.IGNORECASE)  # the framework ops: those ingest.kept keeps
 
 
 class _Args(msgspec.Struct):

@@ -26,6 +26,7 @@ import pandas as pd
 from advisor import parallel
 from advisor.ingest import jsonstream
 from advisor.ingest.jsonstream import Cut, EventDecoders, array_blocks
+from advisor.ingest.kept import API_OPS
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
 from advisor.runoptions import current
@@ -47,12 +48,7 @@ API_EVENTS = re.compile(
     r"AscendCL@aclopCompileAndExecute$|AscendCL@opCompile$|AscendCL@aclrtSynchronize|Node@launch$|"
     r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$"
 )
-# Framework ops whose calls the facts count: host reads of device values, copies between host and device (.to(),
-# .cpu()), and ops that fused kernels replace.
-FRAMEWORK_OPS = re.compile(
-    r"aten::(item|_local_scalar_dense|_to_copy|nonzero|index_put_?|masked_fill_?|_?softmax|rsqrt|neg|cat|silu|gelu|"
-    r"native_layer_norm|native_group_norm|one_hot|repeat_interleave|gather)$"
-)
+FRAMEWORK_OPS = API_OPS["ascend"]  # the framework ops whose calls the facts count (ingest.kept)
 
 
 class _Args(msgspec.Struct, gc=False):
