@@ -211,3 +211,12 @@ def test_kineto_reader_does_not_depend_on_block_size_and_survives_any_cut(kernel
             return
     assert len(part.gpu) <= len(whole.gpu)
     assert part.truncation is not None or len(part.gpu) == len(whole.gpu)
+
+
+@given(st.text())
+def test_engine_strings_are_what_json_writes(text):
+    """The engine's string encoding (json's C string encoder) writes what json.dumps(ensure_ascii=False) does."""
+    from advisor.engine.encode import encode
+
+    assert encode(text) == json.dumps(text, ensure_ascii=False)
+    assert json.loads(encode(text)) == text

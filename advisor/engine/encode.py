@@ -7,8 +7,8 @@ inside a batch that drops the fact and every later one while reporting success â
 
 from __future__ import annotations
 
-import json
 import math
+from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes a str with, minus its overhead
 from decimal import Decimal
 from typing import Any
 
@@ -28,7 +28,7 @@ def encode(value: Any) -> str:
     if isinstance(value, float):
         return encode_number(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return encode_basestring(value)
     if isinstance(value, dict):
         return "{" + ",".join(f"{encode(str(k))}:{encode(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
