@@ -1,10 +1,5 @@
-"""The installed version of advisor."""
+"""The version of advisor: defined here once (the package's metadata reads it at build time: pyproject.toml
+[tool.hatch.version]), so ``advisor --version`` needs no package-metadata lookup."""
 
-from __future__ import annotations
-
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    VERSION = version("advisor")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    VERSION = "0+unknown"
+__version__ = "0.1.0"
+VERSION = __version__

@@ -54,6 +54,18 @@ def test_rules_commands_start_without_the_heavy_libraries(arguments):
     assert not set(loaded) & {"pandas", "pyarrow", "matplotlib"}, f"advisor {' '.join(arguments)} imported {loaded}"
 
 
+def test_version_starts_without_the_command_line_framework_and_says_when_it_cannot_print():
+    done = subprocess.run([sys.executable, "-c", _PROBE.replace("heavy = {heavy!r}", "heavy = ('typer', 'click', 'rich')"),
+                           "--version"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("advisor ") and "LOADED []" in done.stderr, done.stderr
+    with open("/dev/full", "w") as full:  # a full device: exit 2 and a message, as for a report
+        done = subprocess.run([sys.executable, "-c", "from advisor.cli import main; import sys; sys.argv = ['advisor', "
+                               "'--version']; main()"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "standard output: cannot write the output (No space left on device)" in done.stderr
+
+
 def test_the_probe_sees_a_heavy_import():
     """The check above can fail: a command that reads a profile does load pandas."""
     from conftest import SAMPLE_SINGLE
