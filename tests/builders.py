@@ -851,7 +851,8 @@ def build_cluster(parent: Path, ranks: int = 32, group_size: int = 8, slow_rank:
         )]
         build_rank(parent, RankSpec(
             rank=rank, device_id=rank % 8, rank_id=str(rank), kernels=kernels,
-            steps=[StepRow(s, compute, 1921.46 * (1 + wiggle / 2), free, 66.46) for s in (5, 6)],
+            # a host that prepares each step in 100 µs (the ranks' step rows are what the cluster facts read)
+            steps=[StepRow(s, compute, 1921.46 * (1 + wiggle / 2), free, 66.46, preparing=100.0) for s in (5, 6)],
             groups={f"group_name_{group}": {"group_name": "dp", "group_rank": rank - members[0], "global_ranks": members}},
             comm_wait_share=0.01 if rank == slow_rank else 0.117 + wiggle,
             dir_name=f"node{rank // 8}_{2231054 + rank}_20251127192733{rank:03d}_ascend_pt"))
