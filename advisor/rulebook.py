@@ -14,8 +14,11 @@ platform (ascend, gpu) the rule runs on, so gating rules by platform also gates 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -110,17 +113,26 @@ class RuleBook:
     knowledge: dict[str, KnowledgeEntry] = field(default_factory=dict)
     packs: list[PackInfo] = field(default_factory=list)
     skipped: list[SkippedPack] = field(default_factory=list)
-    _engines: dict[tuple[str, ...], RuleEngine] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def engine(self, rules: Iterable[Rule]) -> RuleEngine:
-        """The compiled engine of ``rules`` (some of this book's, once loaded), built once per book and set of rules."""
+        """The compiled engine of ``rules`` (some of this book's). One cache per process, keyed by what the rules say,
+        not by the book: every book loaded with the same rules (each command of an in-process CLI, each MCP call)
+        shares one engine, whose ruleset lives in durable_rules' native memory until it is evicted."""
         from advisor.engine.session import RuleEngine  # durable_rules: only where rules run
 
         chosen = list(rules)
-        key = tuple(rule.id for rule in chosen)
-        if key not in self._engines:
-            self._engines[key] = RuleEngine(chosen)
-        return self._engines[key]
+        key = hashlib.sha256("\n".join(rule.spec.model_dump_json() for rule in chosen).encode()).hexdigest()
+        with _ENGINES_LOCK:
+            engine = _ENGINES.pop(key, None) or RuleEngine(chosen)
+            _ENGINES[key] = engine  # the most recently used last
+            while len(_ENGINES) > MAX_ENGINES:
+                _ENGINES.popitem(last=False)[1].close()
+        return engine
+
+
+MAX_ENGINES = 8  # compiled rule sets kept per process (a pack set, the comparison rules, ...); the oldest is freed
+_ENGINES: OrderedDict[str, RuleEngine] = OrderedDict()
+_ENGINES_LOCK = threading.Lock()
 
 
 @dataclass

@@ -442,3 +442,15 @@ def test_ordered_joins_inside_not_are_refused():
     spec = RuleSpec.model_validate(yaml.safe_load(negated))
     problems, _ = check_rule(spec)
     assert any("inside 'not'" in p.text for p in problems), problems
+
+
+def test_books_with_the_same_rules_share_one_compiled_engine():
+    """Each command of an in-process CLI (the corpus, the MCP server) loads its own rule book: its rules compile once
+    per process, not once per book — a ruleset lives in durable_rules' native memory (~30 MB for the built-in rules)."""
+    from advisor.rulebook import load_rulebook
+
+    first, second = load_rulebook(), load_rulebook()
+    assert first is not second
+    rules = list(first.rules.values())
+    assert first.engine(rules) is second.engine(list(second.rules.values()))
+    assert first.engine(rules[:3]) is not first.engine(rules)  # another set of rules, another engine
