@@ -104,18 +104,19 @@ def test_findings_that_claim_the_same_time_share_it(analyses):
 
 
 def test_a_healthy_compute_bound_job_has_no_high_finding(tmp_path):
-    """Compute 95 % of the step, free 2 %: nothing to recover that the profile shows."""
+    """Compute 94 % of the step, free 3 % (Preparing included): nothing to recover that the profile shows."""
     kernels = [k for step in (5, 6) for k in (
         Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 6000.0),
         Kernel(step, "FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 3000.0),
         Kernel(step, "RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 500.0),
         Kernel(step, "hcom_allReduce__612_0_1", "hcom_allReduce_", "COMMUNICATION", 300.0),
     )]
-    build_rank(tmp_path, RankSpec(steps=[StepRow(5, 9500.0, 300.0, 200.0, 0.0), StepRow(6, 9500.0, 300.0, 200.0, 0.0)],
+    build_rank(tmp_path, RankSpec(steps=[StepRow(5, 9500.0, 300.0, 200.0, 0.0, preparing=100.0),
+                                         StepRow(6, 9500.0, 300.0, 200.0, 0.0, preparing=100.0)],
                                   kernels=kernels, kernel_spacing_us=10.0, dataloader_us=50.0))
     book = default_rulebook()
     analysis = analyse(tmp_path, book)
     report = build_report(analysis, book, "en", str(tmp_path))
-    assert report.summary.compute_ratio > 0.9 and report.summary.free_ratio < 0.03
+    assert report.summary.compute_ratio > 0.9 and report.summary.free_ratio < 0.035
     assert not [f.id for f in report.findings if f.severity == "high"]
     assert_budget_holds(analysis, book)
