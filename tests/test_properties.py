@@ -88,7 +88,7 @@ def test_random_profiles_give_facts_within_range_and_consistent_totals(spec):
     for fact in facts.facts:
         _check_ranges(fact)
     (breakdown,) = [b for b in facts.of(BreakdownFact) if b.scope == "rank"]
-    rows = [s.computing + s.comm_not_overlapped + s.free for s in spec.steps]
+    rows = [s.computing + s.comm_not_overlapped + s.free + s.preparing for s in spec.steps]  # Preparing is idle too
     assert breakdown.step_time_us == pytest.approx(sum(rows) / len(rows), rel=1e-6, abs=1e-3)
     assert breakdown.compute_ratio + breakdown.communication_ratio + breakdown.free_ratio == pytest.approx(1.0, abs=1e-6)
     compute = sum(k.duration_us for k in spec.kernels if k.core != "COMMUNICATION")

@@ -23,7 +23,8 @@ QUIET_HOST = {"syncs_per_step": 0, "dataloader_us": 50.0}
 
 
 def _steps(compute: float, comm: float, free: float, overlapped: float = 0.0) -> list[StepRow]:
-    return [StepRow(step, compute, comm, free, overlapped) for step in (5, 6)]
+    """Two steps whose host prepares each in 100 µs: the seeds' scenarios are about compute and communication."""
+    return [StepRow(step, compute, comm, free, overlapped, preparing=100.0) for step in (5, 6)]
 
 
 def _diagnose(tmp_path: Path, spec: RankSpec, context: str | None = None) -> Report:
