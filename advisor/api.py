@@ -30,7 +30,6 @@ from advisor.usercontext import UserContext, resolve_context
 if TYPE_CHECKING:
     import pandas as pd
 
-FORMATS = ("terminal", "markdown", "html", "json")
 _ALIASES = {"md": "markdown"}
 
 
@@ -51,12 +50,13 @@ def render(report: Report | Comparison, format: str = "terminal", *, width: int 
     from advisor.render.common import View
     from advisor.render.comparison import COMPARISON_DOCUMENTS, render_comparison_terminal
 
-    chosen = _ALIASES.get(str(format).lower(), str(format).lower())
-    if chosen not in FORMATS:
-        raise InputError(f"unknown report format {format!r}; one of {', '.join(FORMATS)} (or md)")
     comparison = isinstance(report, Comparison)
     if not comparison and not isinstance(report, Report):
         raise TypeError(f"render: expected a Report or a Comparison, got {type(report).__name__}")
+    formats = ("terminal", *(COMPARISON_DOCUMENTS if comparison else DOCUMENTS))  # the registered renderers
+    chosen = _ALIASES.get(str(format).lower(), str(format).lower())
+    if chosen not in formats:
+        raise InputError(f"unknown report format {format!r}; one of {', '.join(formats)} (or md)")
     try:
         view = View(detail, max_findings, min_severity)  # type: ignore[arg-type]
     except ValueError as exc:

@@ -138,8 +138,8 @@ def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
     target_ops = operator_times(target.profile, target.facts.facts)
     if scale is None:
         scale = float(base_ops["us"].sum()) or None
-    kernel_sources = [f"base: {base.profile.shown(r.file('kernel_details.csv'))}" for r in base.profile.ranks[:2]] + \
-                     [f"target: {target.profile.shown(r.file('kernel_details.csv'))}" for r in target.profile.ranks[:2]]
+    kernel_sources = [f"base: {base.profile.shown(r.file('kernels'))}" for r in base.profile.ranks[:2]] + \
+                     [f"target: {target.profile.shown(r.file('kernels'))}" for r in target.profile.ranks[:2]]
     classes = matched_operators(base_ops, target_ops, "class").set_index("key")["diff"]
     for position, row in enumerate(matched_operators(base_ops, target_ops, by).to_dict("records"), 1):
         kind = str(row["key"]) if by == "class" else operator_class(str(row["key"]))

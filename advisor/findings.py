@@ -393,9 +393,9 @@ def _scalar(value: Any) -> Any:
 def _evidence(firing: Firing) -> dict[str, Any]:
     evidence: dict[str, Any] = {}
     for alias, fact in firing.matched.items():
-        for field, value in fact.model_dump(exclude={"id", "sources"}).items():
+        for name, value in fact.model_dump(exclude={"id", "sources"}).items():
             if isinstance(value, (bool, int, float, str)):  # lists stay in the report's facts
-                evidence[f"{alias}.{field}"] = value
+                evidence[f"{alias}.{name}"] = value
     return evidence
 
 

@@ -205,3 +205,28 @@ def test_the_architecture_doc_lists_the_layers_of_this_test():
     block = ARCHITECTURE_DOC.read_text(encoding="utf-8").split("The layers, lowest first", 1)[1].split("```")[1]
     listed = [tuple(line.split(". ", 1)[1].split(", ")) for line in block.strip().splitlines()]
     assert listed == list(LAYERS)
+
+
+def _platform_branches(source: str) -> list[int]:
+    """Lines comparing a ``platform`` (a name or an attribute) with a string literal."""
+    def is_platform(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "platform") or (
+            isinstance(node, ast.Attribute) and node.attr == "platform")
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(is_platform(s) for s in sides) and any(isinstance(s, ast.Constant) and isinstance(s.value, str)
+                                                          for s in sides):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_fact_families_read_platform_differences_as_data_not_branches():
+    """Platform differences live in facts/platforms.py's PLATFORM_TRAITS and the tables' Provenance; a fact
+    module that asks ``rank.platform == "gpu"`` undoes a reader's work instead."""
+    found = {str(path.relative_to(PACKAGE.parent)): lines for path in sorted((PACKAGE / "facts").glob("*.py"))
+             if (lines := _platform_branches(path.read_text(encoding="utf-8")))}
+    assert found == {}
+    assert _platform_branches('if rank.platform == "gpu":\n    pass\nx = "ascend" != meta.platform\n') == [1, 3]

@@ -8,7 +8,6 @@ import pytest
 from builders import (
     EVERY_CATEGORY_CONTEXT,
     EVERY_CATEGORY_ENV,
-    GpuJob,
     Kernel,
     RankSpec,
     StepRow,

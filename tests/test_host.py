@@ -246,7 +246,8 @@ def test_real_optimizer_step_launches_dozens_of_kernels():
 
 
 def test_synchronisations_are_told_apart_by_what_made_them():
-    from advisor.facts.host import ASCEND_RUNTIME, sync_calls
+    from advisor.facts.platforms import ASCEND_RUNTIME
+    from advisor.facts.host import sync_calls
 
     apis = pd.DataFrame({"name": ["AscendCL@aclrtSynchronizeStream", "AscendCL@aclrtFree", "AscendCL@aclrtSynchronizeDevice",
                                   "AscendCL@aclrtSynchronizeStream"],

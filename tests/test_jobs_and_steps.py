@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 
-import pytest
 from conftest import FIXTURES
 
 from advisor.facts import StepFact

@@ -10,7 +10,7 @@ from typing import ClassVar
 from conftest import SAMPLE_SINGLE
 
 import advisor
-from advisor import api, cluster
+from advisor import cluster
 from advisor.facts import extract_facts, rank, reduce
 from advisor.facts.models import ContextFact, Fact
 from advisor.facts.rank import RankFamily
@@ -84,6 +84,5 @@ def test_an_input_format_added_to_the_registry_is_discovered_and_read(monkeypatc
 
 def test_a_renderer_added_to_the_registry_is_reached_by_its_name(monkeypatch):
     monkeypatch.setitem(DOCUMENTS, "toy", lambda report, view: f"{len(report.findings)} findings\n")
-    monkeypatch.setattr(api, "FORMATS", (*api.FORMATS, "toy"))
     report = advisor.diagnose(SAMPLE_SINGLE)
     assert advisor.render(report, "toy") == f"{len(report.findings)} findings\n"

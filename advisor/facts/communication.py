@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.models import Fact
+from advisor.facts.platforms import traits
 from advisor.facts.scope import Columns, RankScope, columns_of
 from advisor.facts.windows import inside, profiler_step_windows
 from advisor.ingest.gpu import nccl_collectives
@@ -351,12 +352,12 @@ def communication_tables(scope: RankScope) -> list[Fact]:
     """No facts of its own: the small tables the reduce computes the communication facts from — a GPU rank's NCCL
     kernels, the HCCL Notify_Wait time per peer, the ops and their traffic, the matrix's links and communicators."""
     rank, out = scope.rank, scope.out
-    if rank.platform == "gpu" and rank.kineto is not None and rank.kernels is not None:
+    if rank.kineto is not None and rank.kernels is not None:
         out.nccl = nccl_collectives(rank.kineto, rank.kernels.frame["step"])
     if rank.trace is not None and not rank.trace.notify.empty:
         windows = profiler_step_windows(rank.trace.host)
         out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
-    if rank.platform != "gpu" and rank.communication is not None:
+    if traits(rank.platform).collectives_carry_traffic and rank.communication is not None:
         out.traffic = columns_of(rank.communication.traffic)
         out.ops = transit_from_bandwidth(columns_of(rank.communication.ops), out.traffic)
     if rank.matrix is not None and not rank.matrix.empty:

@@ -48,7 +48,7 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         sources.append(profile.shown(ranks[0].device_info_file))
     hardware = first(lambda r: r.hardware_hint)
     if hardware:
-        sources.append(f"{profile.shown(ranks[0].file('kernel_details.csv'))}[header]")
+        sources.append(f"{profile.shown(ranks[0].file('kernels'))}[header]")
     gpu = next((r for r in ranks if r.kineto_device_name), None)
     if hardware is None and gpu is not None:
         hardware = gpu.kineto_device_name

@@ -3,19 +3,18 @@
 Pure functions over the trace tables. Counts and times are per profiled step: events are kept when they
 start inside a ``ProfilerStep#N`` window (the whole capture is one step when there is none). The runtime
 calls differ by platform (``AscendCL@…``/``Node@launch`` on Ascend, ``cuda…``/``hip…`` on GPUs):
-``RuntimeNames`` says which names count as what.
+``facts.platforms.RuntimeNames`` says which names count as what.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
 from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact
+from advisor.facts.platforms import ASCEND_RUNTIME, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
 from advisor.facts.windows import inside, profiler_step_windows
 from advisor.ingest.model import RankData
@@ -30,47 +29,6 @@ LONG_STREAM_GAP_US = 50.0
 LONG_HOST_GAP_US = 1000.0
 
 
-@dataclass(frozen=True)
-class RuntimeNames:
-    """Which runtime calls are online compilation, synchronisation, kernel launch, device free and memory copy,
-    and which device task types are compute and copy."""
-
-    compile: re.Pattern[str]
-    compile_step: re.Pattern[str]  # the compilation itself inside a compile call, where the runtime records it
-    sync: re.Pattern[str]
-    launch: re.Pattern[str]
-    free: re.Pattern[str]
-    allocator: re.Pattern[str]
-    compute_task: re.Pattern[str]
-    copy_task: re.Pattern[str]
-    copy_call: re.Pattern[str]
-
-
-ASCEND_RUNTIME = RuntimeNames(
-    compile=re.compile(r"^AscendCL@aclopCompileAndExecute$"),
-    compile_step=re.compile(r"^AscendCL@opCompile$"),  # aclopCompileAndExecute also runs the operator
-    sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
-    launch=re.compile(r"^Node@launch$"),
-    free=re.compile(r"^AscendCL@aclrtFree(Physical)?$"),
-    allocator=re.compile(r"^AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$"),
-    compute_task=re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
-                            r"KERNEL_MIX_AIV|KERNEL_AICPU)$"),
-    copy_task=re.compile(r"^(PCIE_DMA_SQE|SDMA_SQE|MEMCPY_ASYNC)$"),
-    copy_call=re.compile(r"^AscendCL@aclrtMemcpy(Async)?(2d)?$"),
-)
-GPU_RUNTIME = RuntimeNames(
-    compile=re.compile(r"^(nvrtc|hiprtc)Compile"),
-    compile_step=re.compile(r"^(nvrtc|hiprtc)Compile"),
-    sync=re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$"),
-    launch=re.compile(r"^(cuda|hip)(LaunchKernel(ExC)?|LaunchCooperativeKernel|ExtLaunchKernel|ModuleLaunchKernel|"
-                      r"ExtModuleLaunchKernel|GraphLaunch)(_v\d+)?$|^cuLaunchKernel(Ex)?$"),
-    free=re.compile(r"^(cuda|hip)Free(Async)?$"),
-    allocator=re.compile(r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed)?$"),
-    compute_task=re.compile(r"^compute$"),
-    copy_task=re.compile(r"^memory$"),
-    copy_call=re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(Async|Peer|PeerAsync|ToSymbol|FromSymbol)?(_v\d+)?$|^cuMemcpy"),
-)
-RUNTIME_NAMES = {"ascend": ASCEND_RUNTIME, "gpu": GPU_RUNTIME}
 
 
 def matching(names: pd.Series, pattern: re.Pattern[str], search: bool = False) -> pd.Series:
@@ -247,33 +205,29 @@ def host_facts(scope: RankScope) -> list[Fact]:
         return []
     trace = rank.trace
     windows = profiler_step_windows(trace.host)
-    path = show(rank.file("trace_view.json"))
-    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, RUNTIME_NAMES[rank.platform])
+    path = show(rank.file("trace"))
+    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, traits(rank.platform).runtime)
     step_time = breakdown.step_time_us if breakdown is not None else None
     if step_time is None and not windows.empty:  # no device breakdown: the host's ProfilerStep windows are the step
         step_time = float((windows["end"] - windows["start"]).mean()) or None
     facts: list[Fact] = [
-        HostFact(id=f"host:r{rank.rank}", sources=[file_source(show, rank, "trace_view.json", "CANN, Python, Ascend Hardware, HostToDevice")],
+        HostFact(id=f"host:r{rank.rank}", sources=[file_source(show, rank, "trace", "CANN, Python, Ascend Hardware, HostToDevice")],
                  rank=rank.rank, steps=max(len(windows), 1), **summary,
                  gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
                  optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
     ]
     for row in api_calls(trace.host, windows).to_dict("records"):
-        facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[{_host_process(rank)}: {row['name']}]"],
+        facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[{traits(rank.platform).host_process}: {row['name']}]"],
                              rank=rank.rank, name=row["name"], calls_per_step=float(row["calls_per_step"]),
                              us_per_step=float(row["us_per_step"])))
     loading = dataloader_summary(trace.host, windows)
     if loading is not None:
         share = min(loading["us_per_step"] / step_time, 1.0) if step_time else None
-        facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[{_host_process(rank)}: *DataLoader*]"],
+        facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[{traits(rank.platform).host_process}: *DataLoader*]"],
                                     rank=rank.rank, share_of_step=share, **loading))
     if rank.kineto is not None and not rank.kineto.gpu.empty:
         facts.append(_gpu_fact(show, rank))
     return facts
-
-
-def _host_process(rank: RankData) -> str:
-    return "cpu_op" if rank.platform == "gpu" else "Python"
 
 
 def _gpu_fact(show: Shown, rank: RankData) -> GpuFact:

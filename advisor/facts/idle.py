@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from advisor.facts.host import OPTIMIZER_STEP, RUNTIME_NAMES, ZERO_GRAD, compile_calls, dataloader_calls, matching, sync_calls
+from advisor.facts.host import OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, matching, sync_calls
 from advisor.facts.models import Fact, IdleFact
+from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, file_source
 from advisor.facts.windows import kernel_step_windows, profiler_step_windows
 from advisor.ingest.kinetosteps import first_start, launch_times, step_windows
@@ -137,7 +138,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     show, rank, breakdown = scope.show, scope.rank, scope.breakdown
     if rank.trace is None:
         return []
-    trace, names = rank.trace, RUNTIME_NAMES[rank.platform]
+    trace, names = rank.trace, traits(rank.platform).runtime
     if rank.kineto is not None:
         gpu = rank.kineto.gpu
         if gpu.empty:  # a CPU-only trace: there is no device to be idle
@@ -161,7 +162,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
             [intersect(spans(lanes), _window_set(windows)), _preparing(trace.overlap, windows)]))
         copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])
         tasks = trace.launches
-        source = file_source(show, rank, "trace_view.json", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
+        source = file_source(show, rank, "trace", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
     if windows.empty:
         return []
     apis = trace.apis

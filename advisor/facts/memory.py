@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from advisor.facts.models import AllocationFact, Fact, MemoryFact
+from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, Shown, float_or_none, file_source
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.ingest.model import RankData
@@ -74,7 +75,7 @@ def memory_facts(scope: RankScope) -> list[Fact]:
             line = timeline(series)
             records = rank.memory_record.frame
             app = records.loc[records["component"] == "APP", "reserved_mb"]
-            sources = [file_source(show, rank, "memory_record.csv", "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)")]
+            sources = [file_source(show, rank, "memory_record", "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)")]
             if not windows.empty:
                 sources.append(window_source)
             hccl = None
@@ -132,9 +133,9 @@ def memory_facts(scope: RankScope) -> list[Fact]:
 def _memory_windows(show: Shown, rank: RankData) -> tuple[pd.DataFrame, str]:
     """The step windows allocator events are counted in, and their source. A PyTorch trace's [memory] events
     are host-side allocator calls, so its host ProfilerStep windows; on Ascend the device windows of the kernels."""
-    if rank.platform == "gpu" and rank.trace is not None:
+    if traits(rank.platform).allocator_on_host and rank.trace is not None:
         windows = profiler_step_windows(rank.trace.host)
         if not windows.empty:
-            return windows, f"{show(rank.file('trace_view.json'))}[ProfilerStep#N windows]"
+            return windows, f"{show(rank.file('trace'))}[ProfilerStep#N windows]"
     windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
-    return windows, file_source(show, rank, "kernel_details.csv", "Step Id,Start Time(us),Duration(us)")
+    return windows, file_source(show, rank, "kernels", "Step Id,Start Time(us),Duration(us)")

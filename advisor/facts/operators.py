@@ -182,7 +182,7 @@ def operator_facts(scope: RankScope) -> list[Fact]:
         kernels = in_steps(compute_kernels(rank.kernels.frame), step_numbers)
         step_count = len(step_numbers) or distinct_steps(kernels)
         stats = operator_stats(kernels, step_count)
-        source = file_source(show, rank, "kernel_details.csv", f"Name,{_KERNEL_COLUMNS}")
+        source = file_source(show, rank, "kernels", f"Name,{_KERNEL_COLUMNS}")
     elif rank.op_statistic is not None:
         stats = operator_stats_from_statistic(rank.op_statistic.frame, len(steps))
         source = f"{show(rank.op_statistic.path)}[{_STATISTIC_COLUMNS}]"

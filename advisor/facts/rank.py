@@ -54,7 +54,7 @@ def rank_facts(rank: RankData, show: Shown, user: UserContext | None, *, deep: b
     scope = RankScope(rank, show, user, out)
     for family in RANK_FAMILIES:
         getattr(out, family.place).extend(family.extract(scope))
-    if rank.platform == "gpu" and rank.kineto is not None:
+    if rank.kineto is not None:
         out.recorded_rank = rank.kineto.rank
         out.truncation = rank.kineto.truncation
     return out

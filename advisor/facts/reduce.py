@@ -271,7 +271,7 @@ def _pipeline_facts(cluster: ProfileScope) -> list[Fact]:
     receives = _p2p_receives(cluster)
     sources = sorted({profile.shown(r.meta.path / "profiler_metadata.json") for r in cluster.ranks if r.meta.metadata}
                      | {src for b in breakdowns for src in b.sources})
-    p2p_sources = sorted({f"{profile.shown(r.meta.file('communication.json'))}[p2p: hcom_send/hcom_receive]"
+    p2p_sources = sorted({f"{profile.shown(r.meta.file('communication'))}[p2p: hcom_send/hcom_receive]"
                           for r in cluster.ranks if r.ops is not None})
     table = pd.DataFrame([b.model_dump() for b in breakdowns if b.rank is not None])
     for grouping, found in (("parallel_group_info", pipeline_groups(metadata)),
@@ -375,7 +375,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     profile, meta = cluster.profile, rank.meta
     step_count = int(cluster.steps[meta.rank])
     facts: list[Fact] = []
-    time_source = file_source(profile.shown, meta, "communication.json", "Communication Time Info")
+    time_source = file_source(profile.shown, meta, "communication", "Communication Time Info")
     members = cluster.members
     mine = cluster.collective_groups.get(meta.rank, set())
     outside = []  # (group, ms waiting for members outside the profile), in group order
@@ -392,7 +392,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
         group = max(known, key=lambda g: (members[g].size, g), default=None)
     sources = [time_source]
     if group is not None:
-        sources.append(f"{profile.shown(meta.file('communication_matrix.json'))}[src-dst links]"
+        sources.append(f"{profile.shown(meta.file('matrix'))}[src-dst links]"
                        if members[group].global_ranks is None else
                        f"{profile.shown(meta.path / 'profiler_metadata.json')}[parallel_group_info]")
     outside_ms = float(np.where(np.isnan(waited), 0.0, waited).sum())  # as pandas sums a column
@@ -416,7 +416,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
         )
     if rank.traffic is None:
         return facts
-    bandwidth_source = file_source(profile.shown, meta, "communication.json", "Communication Bandwidth Info")
+    bandwidth_source = file_source(profile.shown, meta, "communication", "Communication Bandwidth Info")
     for row in cluster.transports.get(meta.rank, []):
         nominal = nominal_bandwidth(hardware, row["transport"])
         facts.append(
@@ -444,7 +444,7 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
         return []
     profile = cluster.profile
     rows = group_waits(cluster.every, cluster.steps, "collective")
-    sources = {file_source(profile.shown, r.meta, "communication.json", "Communication Time Info: Wait Time(ms)")
+    sources = {file_source(profile.shown, r.meta, "communication", "Communication Time Info: Wait Time(ms)")
                for r in cluster.ranks if r.ops is not None}
     known = cluster.known
     if rows.empty:
@@ -479,7 +479,7 @@ def _link_facts(scope: ProfileScope) -> list[Fact]:
     links = link_summary(stacked({r.meta.rank: r.matrix for r in with_links}), groups)
     if links.empty:
         return []
-    sources = {r.meta.rank: f"{profile.shown(r.meta.file('communication_matrix.json'))}"
+    sources = {r.meta.rank: f"{profile.shown(r.meta.file('matrix'))}"
                             "[Transport Type,Transit Size(MB),Transit Time(ms)]" for r in with_links}
     links["source"] = links["rank"].map(sources)
     links["median_ratio"] = median_ratios(links["bandwidth_gbps"], links["transport"])

@@ -17,21 +17,12 @@ import pandas as pd
 
 from advisor.facts.context import hardware_from_header
 from advisor.facts.models import BreakdownFact, Fact, StepFact
-from advisor.ingest.model import RankData
+from advisor.ingest.model import Provenance, RankData, source_of
 from advisor.usercontext import UserContext
+from advisor.vocabulary import Platform
 
 Shown = Callable[[Path], str]
 Columns = dict[str, np.ndarray]  # a small table as its columns: pickles and stacks far faster than a DataFrame
-
-# What a GPU rank's stand-in for each Ascend file was computed from, in its *.pt.trace.json.
-_KINETO_SOURCES = {
-    "step_trace_time.csv": "ProfilerStep#N windows; kernel, gpu_memcpy, gpu_memset events by launch correlation",
-    "kernel_details.csv": "kernel, gpu_memcpy, gpu_memset events: name, ts, dur, args.stream, args.correlation",
-    "memory_record.csv": "[memory] instants: Total Allocated, Total Reserved",
-    "trace_view.json": "cuda_runtime calls, cpu_op events, kernels by correlation",
-    "communication.json": "NCCL kernels matched across ranks: transit = the fastest rank's duration, wait = the rest",
-}
-
 
 @dataclass
 class RankMeta:
@@ -41,9 +32,9 @@ class RankMeta:
     rank: int
     path: Path
     output_dir: Path
-    platform: str = "ascend"
+    platform: Platform = "ascend"
     export: str = "text"
-    stand_ins: dict[str, Path] = field(default_factory=dict)
+    sources: dict[str, Provenance] = field(default_factory=dict)
     profiler_info: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     device_info: dict[str, Any] = field(default_factory=dict)
@@ -56,26 +47,29 @@ class RankMeta:
     info_file: Path | None = None  # its first profiler_info*.json
     device_info_file: Path | None = None  # its first PROF_*/device_*/info.json.*
 
-    def file(self, name: str) -> Path:
-        """The file the table of the text export file ``name`` was read from."""
-        return self.stand_ins.get(name, self.output_dir / name)
+    def source(self, table: str) -> Provenance:
+        """Where ``table`` (a name of ingest.model.TEXT_FILES) was read from."""
+        return source_of(self.sources, self.output_dir, table)
+
+    def file(self, table: str) -> Path:
+        """The file ``table`` was read from."""
+        return self.source(table).file
 
     @classmethod
     def of(cls, rank: RankData) -> RankMeta:
         """The identity and documents of a rank that was read."""
         kineto = rank.kineto
-        info = sorted(rank.path.glob("profiler_info*.json")) if rank.platform != "gpu" else []
-        device = sorted(rank.path.glob("PROF_*/device_*/info.json.*")) if rank.platform != "gpu" else []
+        info, device = rank.sources.get("profiler_info"), rank.sources.get("device_info")
         header = rank.kernels.header if rank.kernels is not None else rank.kernel_header
         return cls(rank=rank.rank, path=rank.path, output_dir=rank.output_dir, platform=rank.platform, export=rank.export,
-                   stand_ins=dict(rank.stand_ins), profiler_info=rank.profiler_info, metadata=rank.metadata,
+                   sources=dict(rank.sources), profiler_info=rank.profiler_info, metadata=rank.metadata,
                    device_info=rank.device_info, device_id=rank.device_id,
                    hardware_hint=hardware_from_header(header) if header is not None else None,
                    kineto_path=kineto.path if kineto is not None else None,
                    kineto_device_name=kineto.device_name if kineto is not None else None,
                    kineto_compute_capability=kineto.compute_capability if kineto is not None else None,
                    kineto_settings=kineto.settings if kineto is not None else None,
-                   info_file=info[0] if info else None, device_info_file=device[0] if device else None)
+                   info_file=info.file if info else None, device_info_file=device.file if device else None)
 
 
 @dataclass
@@ -138,11 +132,11 @@ def columns_of(frame: pd.DataFrame) -> Columns:
     return {str(name): values.to_numpy() for name, values in frame.items()}
 
 
-def file_source(show: Shown, rank: RankData | RankMeta, name: str, columns: str) -> str:
-    """``file[columns]`` for a fact computed from the text-export file ``name`` (or what stands in for it)."""
-    if rank.platform == "gpu":
-        return f"{show(rank.file(name))}[{_KINETO_SOURCES[name]}]"
-    return f"{show(rank.file(name))}[{columns}]"
+def file_source(show: Shown, rank: RankData | RankMeta, table: str, columns: str) -> str:
+    """``file[columns]`` for a fact computed from ``columns`` of ``table`` (``file[what]`` where the table was made of
+    something else: a PyTorch trace's events)."""
+    source = rank.source(table)
+    return f"{show(source.file)}[{source.content or columns}]"
 
 
 def float_or_none(value) -> float | None:

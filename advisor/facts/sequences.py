@@ -16,6 +16,7 @@ import pandas as pd
 from advisor.facts.communication import op_traffic
 from advisor.facts.models import ChainFact, ContentionFact, Fact, SequenceFact
 from advisor.facts.operators import COMMUNICATION_CORES, distinct_steps, in_steps
+from advisor.facts.platforms import traits
 from advisor.facts.scope import Mc2Pairs, RankScope, file_source
 
 MAX_PAIRS = 150
@@ -401,7 +402,7 @@ def sequence_facts(scope: RankScope) -> list[Fact]:
         facts.append(
             SequenceFact(
                 id=f"sequence:r{rank.rank}:{index + 1}",
-                sources=[file_source(show, rank, "kernel_details.csv", "Step Id,Type,Start Time(us),Duration(us)")],
+                sources=[file_source(show, rank, "kernels", "Step Id,Type,Start Time(us),Duration(us)")],
                 rank=rank.rank,
                 first_type=str(row["first_type"]),
                 second_type=str(row["second_type"]),
@@ -414,19 +415,18 @@ def sequence_facts(scope: RankScope) -> list[Fact]:
     for row in decomposed_chains(timeline, step_count).to_dict("records"):
         facts.append(ChainFact(
             id=f"chain:r{rank.rank}:{row['pattern']}",
-            sources=[file_source(show, rank, "kernel_details.csv", "Step Id,Type,Start Time(us),Duration(us),Input Shapes")],
+            sources=[file_source(show, rank, "kernels", "Step Id,Type,Start Time(us),Duration(us),Input Shapes")],
             rank=rank.rank, share_of_step=min(row["us_per_step"] / step_time, 1.0) if step_time else None, **row))
     overlap = matmul_overlap_share(timeline)
     if overlap is not None:
         facts.append(ContentionFact(id=f"contention:r{rank.rank}",
-                                    sources=[file_source(show, rank, "kernel_details.csv", "Type,Accelerator Core,Start Time(us),Duration(us)")],
+                                    sources=[file_source(show, rank, "kernels", "Type,Accelerator Core,Start Time(us),Duration(us)")],
                                     rank=rank.rank, matmul_overlap_share=overlap))
-    if (rank.communication is not None and rank.platform != "gpu"  # MC2 candidates: the collective must carry the MatMul's data
-            and any(mask.any() for mask in mc2_masks(timeline).values())):
-        # (a GPU rank's collectives, matched from NCCL kernels, carry no traffic: no candidate)
+    if (rank.communication is not None and traits(rank.platform).collectives_carry_traffic  # MC2 candidates: the
+            and any(mask.any() for mask in mc2_masks(timeline).values())):  # collective must carry the MatMul's data
         collectives = op_traffic(rank.communication.ops, rank.communication.traffic)
-        source = [file_source(show, rank, "kernel_details.csv", "Name,Type,Start Time(us),Duration(us),Input Shapes,Input Data Types"),
-                  file_source(show, rank, "communication.json", "Communication Bandwidth Info: Transit Size(MB)")]
+        source = [file_source(show, rank, "kernels", "Name,Type,Start Time(us),Duration(us),Input Shapes,Input Data Types"),
+                  file_source(show, rank, "communication", "Communication Bandwidth Info: Transit Size(MB)")]
         pairs = mc2_pairs(timeline, collectives)
         if not pairs.empty:
             scope.out.mc2 = Mc2Pairs(pairs, step_count, step_time, source)

@@ -132,16 +132,16 @@ def breakdown_facts(scope: RankScope) -> list[Fact]:
 
 def _all_step_facts(show: Shown, rank: RankData, warnings: list[str]) -> list[StepFact]:
     lanes = _steps_from_trace(rank)
-    trace_path = show(rank.file("trace_view.json"))
+    trace_path = show(rank.file("trace"))
     if rank.step_trace is not None:
         table, shown = rank.step_trace.frame, show(rank.step_trace.path)
-        source = file_source(show, rank, "step_trace_time.csv", _STEP_COLUMNS)
+        source = file_source(show, rank, "step_trace", _STEP_COLUMNS)
         if lanes is not None and not _agree(table, lanes):
             warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of {trace_path}")
     elif lanes is not None:
         table, shown = lanes, trace_path
         source = f"{trace_path}[Overlap Analysis: Computing, Communication(Not Overlapped), Communication, Free]"
-        warnings.append(f"{show(rank.file('step_trace_time.csv'))} is missing; the step breakdown of "
+        warnings.append(f"{show(rank.file('step_trace'))} is missing; the step breakdown of "
                         f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
     else:
         return []

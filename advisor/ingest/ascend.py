@@ -34,7 +34,7 @@ from advisor.ingest.db import (
     read_trace_tables,
 )
 from advisor.ingest.limits import check_size, read_bounded
-from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, RankData, SkippedFile
+from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, Provenance, RankData, SkippedFile
 from advisor.ingest.paths import display_path
 from advisor.ingest.trace import read_trace
 from advisor.parallel import in_worker, worker_progress
@@ -139,6 +139,7 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     info_files = sorted(rank_dir.glob("profiler_info*.json"))
     if info_files:
         data.profiler_info = reader.read(info_files[0], _json_object) or {}
+        data.sources["profiler_info"] = Provenance(info_files[0])
     else:
         coverage.missing.append(display_path(rank_dir / "profiler_info_<rank>.json", base))
     database = profiler_db(output_dir)
@@ -148,6 +149,7 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     device_info_file = _device_info_file(rank_dir)
     if device_info_file is not None:
         data.device_info = reader.read(device_info_file, _json_object) or {}
+        data.sources["device_info"] = Provenance(device_info_file)
         data.device_id = _as_int(device_info_file.name.rsplit(".", 1)[-1])
 
     if from_db:
@@ -172,7 +174,8 @@ def _read_text_export(data: RankData, output_dir: Path, reader: Reader) -> None:
     data.module_memory = reader.read(output_dir / "npu_module_mem.csv", _csv(MODULE_MEMORY_COLUMNS))
     trace = output_dir / "trace_view.json"
     if not trace.exists() and (output_dir / "trace_view.json.gz").exists():  # compressed to be shipped
-        trace = data.stand_ins["trace_view.json"] = output_dir / "trace_view.json.gz"
+        trace = output_dir / "trace_view.json.gz"
+        data.sources["trace"] = Provenance(trace)
     data.trace = reader.read(trace, read_trace)
     if data.trace is not None and data.trace.truncation is not None:
         reader.partly_read(trace, data.trace.truncation)
@@ -197,11 +200,9 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
     """The DB export: every table from the profiler DB and analysis.db, none from text files."""
     analysis = database.parent / ANALYSIS_DB
     data.export = "db"
-    data.stand_ins = {name: database for name in (
-        "kernel_details.csv", "memory_record.csv", "operator_memory.csv", "npu_module_mem.csv", "trace_view.json",
-        "profiler_metadata.json")}
-    data.stand_ins |= {"step_trace_time.csv": analysis, "communication.json": analysis,
-                       "communication_matrix.json": analysis}
+    data.sources |= {table: Provenance(database) for table in (
+        "kernels", "memory_record", "operator_memory", "module_memory", "trace", "metadata")}
+    data.sources |= {table: Provenance(analysis) for table in ("step_trace", "communication", "matrix")}
 
     def profiler_tables(path: Path, warnings: list[str]) -> dict[str, Any]:
         with open_db(path) as connection:

@@ -1,15 +1,15 @@
 """Turn PyTorch profiler (Kineto) traces into RankData, so GPU ranks go through the same fact code as Ascend ones.
 
-Each trace becomes the tables an Ascend rank has (``stand_ins`` maps every text-export name to the trace):
+Each trace becomes the tables an Ascend rank has, each with its Provenance (the trace, and which of its events):
 
-* step_trace_time.csv ← ``kinetosteps.step_breakdown`` over ``step_windows`` (each ProfilerStep#N extended to the end
-  of the GPU work it launched; the whole trace as one step when it has no ProfilerStep);
-* kernel_details.csv ← the GPU activity with canonical columns (``kineto.kernel_table``);
-* memory_record.csv ← the ``[memory]`` instants (Total Allocated / Total Reserved after each allocator event),
+* step_trace ← ``kinetosteps.step_breakdown`` over ``step_windows`` (each ProfilerStep#N extended to the end of
+  the GPU work it launched; the whole trace as one step when it has no ProfilerStep);
+* kernels ← the GPU activity with canonical columns (``kineto.kernel_table``);
+* memory_record ← the ``[memory]`` instants (Total Allocated / Total Reserved after each allocator event),
   as the allocator's own series (component ``PTA``, the name the memory facts read);
-* trace_view.json ← host CPU ops (ProfilerStep, DataLoader, Optimizer.step, aten::), runtime calls
+* trace ← host CPU ops (ProfilerStep, DataLoader, Optimizer.step, aten::), runtime calls
   (``cuda*``/``hip*``), the GPU activity as device tasks and the launch → kernel pairs by correlation;
-* communication.json ← NCCL kernels, only for 2+ ranks: each collective is matched across ranks by step, type
+* communication ← NCCL kernels, only for 2+ ranks: each collective is matched across ranks by step, type
   and order, its transfer time taken as the fastest rank's duration and the rest of each rank's as waiting for
   the others (a rank that arrives late waits least). A single rank has no way to tell, so it gets none.
 """
@@ -23,11 +23,17 @@ import pandas as pd
 
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
 from advisor.ingest.kinetosteps import launch_steps, launch_times, step_breakdown, step_windows
-from advisor.ingest.model import CommunicationTables, CsvTable, RankData
+from advisor.ingest.model import CommunicationTables, CsvTable, Provenance, RankData
 from advisor.ingest.trace import TraceTables
 
-STAND_IN_FILES = ("step_trace_time.csv", "kernel_details.csv", "memory_record.csv", "trace_view.json",
-                  "communication.json")
+# What in the trace each table is made of (the facts name the text export's columns, which a trace does not have).
+TRACE_CONTENT = {
+    "step_trace": "ProfilerStep#N windows; kernel, gpu_memcpy, gpu_memset events by launch correlation",
+    "kernels": "kernel, gpu_memcpy, gpu_memset events: name, ts, dur, args.stream, args.correlation",
+    "memory_record": "[memory] instants: Total Allocated, Total Reserved",
+    "trace": "cuda_runtime calls, cpu_op events, kernels by correlation",
+    "communication": "NCCL kernels matched across ranks: transit = the fastest rank's duration, wait = the rest",
+}
 _NCCL_OP = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|SendRecv|Send|Recv)", re.IGNORECASE)
 _P2P = {"sendrecv", "send", "recv"}
 
@@ -38,7 +44,7 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
     warnings.extend(trace.warnings)
     data = RankData(rank=trace.rank if trace.rank is not None and trace.rank >= 0 else -1, path=path,
                     output_dir=path.parent, platform="gpu", export="kineto", kineto=trace)
-    data.stand_ins = dict.fromkeys(STAND_IN_FILES, path)
+    data.sources = {table: Provenance(path, content) for table, content in TRACE_CONTENT.items()}
     data.device_id = int(trace.gpu["device"].dropna().iloc[0]) if trace.gpu["device"].notna().any() else None
     steps = launch_steps(trace.gpu, trace.runtime, trace.cpu)
     breakdown = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu))

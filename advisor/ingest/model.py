@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from advisor.ingest.paths import display_path
+from advisor.vocabulary import Platform
 
 if TYPE_CHECKING:  # trace.py and kineto.py import FileProblem from here; pandas only names the tables' type
     import pandas as pd
@@ -45,6 +46,25 @@ class Coverage(BaseModel):
         """Add what ``later`` recorded (the coverage of the next rank, read in another process)."""
         for name in ("read", "missing", "skipped", "partly_read", "warnings"):
             getattr(self, name).extend(getattr(later, name))
+
+
+# The tables (and documents) of a rank by their neutral names — RankData's fields — and the file of the Ascend text
+# export each comes from unless its reader records another (the DB export, a compressed trace, a PyTorch trace).
+TEXT_FILES = {
+    "step_trace": "step_trace_time.csv", "kernels": "kernel_details.csv", "op_statistic": "op_statistic.csv",
+    "communication": "communication.json", "matrix": "communication_matrix.json", "memory_record": "memory_record.csv",
+    "operator_memory": "operator_memory.csv", "module_memory": "npu_module_mem.csv", "trace": "trace_view.json",
+    "metadata": "profiler_metadata.json",
+}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a rank's table came from: the file, and what in it when that is not the columns the facts name (a
+    PyTorch trace's events stand for the step breakdown, the kernels, the memory series...)."""
+
+    file: Path
+    content: str | None = None  # None: the columns of the text export, as each fact names them
 
 
 @dataclass
@@ -85,14 +105,24 @@ class RankData:
     module_memory: CsvTable | None = None
     trace: TraceTables | None = None
     export: str = "text"  # "db": ascend_pytorch_profiler_{rank}.db and analysis.db; "kineto": a *.pt.trace.json
-    platform: str = "ascend"  # "gpu" for a Kineto trace
+    platform: Platform = "ascend"  # "gpu" for a Kineto trace
     kineto: KinetoTrace | None = None  # the trace's own tables (GPU ranks)
-    stand_ins: dict[str, Path] = field(default_factory=dict)  # text file name -> the DB file its table came from
+    sources: dict[str, Provenance] = field(default_factory=dict)  # table -> where it came from, when not TEXT_FILES
     kernel_header: list[str] | None = None  # kernel_details.csv's header, when only it was read (triage's survey)
 
-    def file(self, name: str) -> Path:
-        """The file the table of the text export file ``name`` was read from."""
-        return self.stand_ins.get(name, self.output_dir / name)
+    def source(self, table: str) -> Provenance:
+        """Where ``table`` (a name of TEXT_FILES) was read from."""
+        return source_of(self.sources, self.output_dir, table)
+
+    def file(self, table: str) -> Path:
+        """The file ``table`` (a name of TEXT_FILES) was read from."""
+        return self.source(table).file
+
+
+def source_of(sources: dict[str, Provenance], output_dir: Path, table: str) -> Provenance:
+    """The recorded provenance of ``table``, else its text export file in ``output_dir``."""
+    found = sources.get(table)
+    return found if found is not None else Provenance(output_dir / TEXT_FILES[table])
 
 
 @dataclass

@@ -1,0 +1,79 @@
+"""What differs between platforms, as data the fact families read instead of branching on the platform's name.
+
+Each platform's PlatformTraits says which runtime calls count as what (``RuntimeNames``), which trace process holds
+the host's operators, where allocator events are timed, and whether its collectives carry their traffic. A new
+platform is a new PlatformTraits in ``PLATFORM_TRAITS`` (and its input format in ``ingest.formats``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from advisor.vocabulary import Platform
+
+
+@dataclass(frozen=True)
+class RuntimeNames:
+    """Which runtime calls are online compilation, synchronisation, kernel launch, device free and memory copy,
+    and which device task types are compute and copy."""
+
+    compile: re.Pattern[str]
+    compile_step: re.Pattern[str]  # the compilation itself inside a compile call, where the runtime records it
+    sync: re.Pattern[str]
+    launch: re.Pattern[str]
+    free: re.Pattern[str]
+    allocator: re.Pattern[str]
+    compute_task: re.Pattern[str]
+    copy_task: re.Pattern[str]
+    copy_call: re.Pattern[str]
+
+
+ASCEND_RUNTIME = RuntimeNames(
+    compile=re.compile(r"^AscendCL@aclopCompileAndExecute$"),
+    compile_step=re.compile(r"^AscendCL@opCompile$"),  # aclopCompileAndExecute also runs the operator
+    sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
+    launch=re.compile(r"^Node@launch$"),
+    free=re.compile(r"^AscendCL@aclrtFree(Physical)?$"),
+    allocator=re.compile(r"^AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$"),
+    compute_task=re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
+                            r"KERNEL_MIX_AIV|KERNEL_AICPU)$"),
+    copy_task=re.compile(r"^(PCIE_DMA_SQE|SDMA_SQE|MEMCPY_ASYNC)$"),
+    copy_call=re.compile(r"^AscendCL@aclrtMemcpy(Async)?(2d)?$"),
+)
+GPU_RUNTIME = RuntimeNames(
+    compile=re.compile(r"^(nvrtc|hiprtc)Compile"),
+    compile_step=re.compile(r"^(nvrtc|hiprtc)Compile"),
+    sync=re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$"),
+    launch=re.compile(r"^(cuda|hip)(LaunchKernel(ExC)?|LaunchCooperativeKernel|ExtLaunchKernel|ModuleLaunchKernel|"
+                      r"ExtModuleLaunchKernel|GraphLaunch)(_v\d+)?$|^cuLaunchKernel(Ex)?$"),
+    free=re.compile(r"^(cuda|hip)Free(Async)?$"),
+    allocator=re.compile(r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed)?$"),
+    compute_task=re.compile(r"^compute$"),
+    copy_task=re.compile(r"^memory$"),
+    copy_call=re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(Async|Peer|PeerAsync|ToSymbol|FromSymbol)?(_v\d+)?$|^cuMemcpy"),
+)
+
+
+@dataclass(frozen=True)
+class PlatformTraits:
+    """How one platform's profiles differ where the fact families read them."""
+
+    runtime: RuntimeNames
+    host_process: str  # the trace process whose events are the host's operators and DataLoader calls (named in sources)
+    allocator_on_host: bool  # allocator events are host calls, counted in ProfilerStep windows (else device windows)
+    collectives_carry_traffic: bool  # its communication tables say what each collective moved (HCCL's do; NCCL
+    # kernels matched across ranks do not), which the MC2 candidates and the bandwidth facts need
+
+
+PLATFORM_TRAITS: dict[Platform, PlatformTraits] = {
+    "ascend": PlatformTraits(runtime=ASCEND_RUNTIME, host_process="Python", allocator_on_host=False,
+                             collectives_carry_traffic=True),
+    "gpu": PlatformTraits(runtime=GPU_RUNTIME, host_process="cpu_op", allocator_on_host=True,
+                          collectives_carry_traffic=False),
+}
+
+
+def traits(platform: Platform) -> PlatformTraits:
+    """The traits of ``platform``."""
+    return PLATFORM_TRAITS[platform]
