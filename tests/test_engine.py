@@ -454,3 +454,25 @@ def test_books_with_the_same_rules_share_one_compiled_engine():
     rules = list(first.rules.values())
     assert first.engine(rules) is second.engine(list(second.rules.values()))
     assert first.engine(rules[:3]) is not first.engine(rules)  # another set of rules, another engine
+
+
+def test_an_engine_evicted_from_the_cache_still_runs_for_whoever_holds_it():
+    """A thread that took an engine from the process-wide cache may run it after another thread's books evicted
+    (and closed) it: the run still fires the same rules, and leaves the engine closed again."""
+    from conftest import SAMPLE_SINGLE
+
+    from advisor.facts import extract_facts
+    from advisor.ingest import load_profile
+    from advisor.rulebook import MAX_ENGINES, load_rulebook
+
+    book = load_rulebook()
+    rules = [r for r in book.rules.values() if "ascend" in r.spec.platforms]
+    held = book.engine(rules)
+    facts = extract_facts(load_profile(SAMPLE_SINGLE)).facts
+    expected = [f.rule_id for f in held.run(facts)]
+    assert expected  # the sample fires rules
+    for count in range(1, MAX_ENGINES + 1):  # other rule sets push it out of the cache
+        book.engine(rules[:count])
+    assert held._handle is None  # evicted and freed
+    assert [f.rule_id for f in held.run(facts)] == expected
+    assert held._handle is None

@@ -71,22 +71,29 @@ class RuleEngine:
         self._joins = {name: deferred_joins(rule.spec) for name, rule in self._rules.items()}
         self._family_order = assertion_order(rules)
         self._handle: int | None = None
+        self._definition = ""
         if not self._rules:
             return
         definition = {name: compile_rule(rule.spec) for name, rule in self._rules.items()}
         definition[_SENTINEL_RULE] = {"all": [{"m": {FAMILY_KEY: _SENTINEL_FAMILY}}]}
+        self._definition = encode(definition)
+        with _LOCK:
+            self._handle = self._create()
+
+    def _create(self) -> int:
+        """A new ruleset of the compiled rules in durable_rules (called holding _LOCK)."""
         try:
-            with _LOCK:
-                self._handle = dre.create_ruleset(f"advisor{next(_RULESET_NAMES)}", encode(definition))
+            return dre.create_ruleset(f"advisor{next(_RULESET_NAMES)}", self._definition)
         except dre.error as exc:
             raise EngineError(f"the rule engine rejected the ruleset ({exc})") from exc
 
     def close(self) -> None:
-        """Free the engine's ruleset."""
-        if self._handle is not None:
-            with _LOCK:
+        """Free the engine's ruleset. A run after it still works: it makes a ruleset for itself and frees it again
+        (an engine the process-wide cache evicted while another thread was about to run it stays correct)."""
+        with _LOCK:
+            if self._handle is not None:
                 dre.delete_ruleset(self._handle)
-            self._handle = None
+                self._handle = None
 
     def __enter__(self) -> "RuleEngine":
         return self
@@ -96,16 +103,19 @@ class RuleEngine:
 
     def run(self, facts: Sequence[Fact]) -> list[Firing]:
         """Assert ``facts`` in a fresh session and return every firing in order."""
-        if self._handle is None:
+        if not self._rules:
             return []
         ids = [f.id for f in facts]
         if len(set(ids)) != len(ids):
             duplicate = next(i for i in ids if ids.count(i) > 1)
             raise EngineError(f"two facts share the id {duplicate!r}; the engine would drop one of them")
-        session = _Session(self, f"s{next(_SESSIONS)}", {f.id: f for f in facts})
         order = self._family_order  # every family a rule names (see the module docstring)
         ordered = sorted((f for f in facts if f.family in order), key=lambda f: order[f.family])
         with _LOCK:
+            closed = self._handle is None
+            if closed:
+                self._handle = self._create()
+            session = _Session(self, f"s{next(_SESSIONS)}", {f.id: f for f in facts})
             session.open()
             try:
                 for fact in ordered:
@@ -113,6 +123,9 @@ class RuleEngine:
                 return session.drain()
             finally:
                 session.close()
+                if closed:
+                    dre.delete_ruleset(self._handle)
+                    self._handle = None
 
 
 def assertion_order(rules: Sequence[Any]) -> dict[str, int]:
