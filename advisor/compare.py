@@ -12,11 +12,12 @@ fire on TARGET, with their estimated gains, against the step time actually saved
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 
 import pandas as pd
 
-from advisor.comparison import Comparison, FindingChange, GainCheck, Row, Side
+from advisor.comparison import CameBack, Comparison, FindingChange, GainCheck, Row, Side
 from advisor.diagnose import Analysis, analyse, build_report, default_rulebook
 from advisor.engine.session import RuleEngine
 from advisor.engine.spec import NotCondition
@@ -274,7 +275,18 @@ def _side(report: Report, analysis: Analysis) -> Side:
     step = _profile_breakdown(analysis)
     return Side(path=report.input.path, format=report.input.format, platform=analysis.profile.platform,
                 ranks=report.input.ranks, steps=report.input.steps, hardware=report.input.hardware, status=report.status,
-                step_time_us=step.step_time_us if step else None)
+                step_time_us=step.step_time_us if step else None, median_step_us=median_step(analysis.facts.facts))
+
+
+def median_step(facts: list[Fact]) -> float | None:
+    """The median over steps of each step's time (mean over the ranks that have it); None with fewer than 3 steps."""
+    times: dict[int, list[float]] = {}
+    for fact in facts:
+        if isinstance(fact, StepFact) and fact.step is not None and fact.step_time_us is not None:
+            times.setdefault(fact.step, []).append(fact.step_time_us)
+    if len(times) < 3:
+        return None
+    return float(statistics.median(statistics.fmean(values) for values in times.values()))
 
 
 def _headline(base: Side, target: Side, findings: list[Finding], base_report: Report, target_report: Report,
@@ -332,12 +344,29 @@ def _gain_check(base: Report, target: Report, base_side: Side, target_side: Side
         return None
     estimate = sum(f.estimated_gain_us or 0.0 for f in resolved)
     saved = base_side.step_time_us - target_side.step_time_us
-    before = {(f.id, f.key): f for f in base.findings}
-    growth = [(t.estimated_gain_us - before[(t.id, t.key)].estimated_gain_us, _titled(t)) for t in target.findings
-              if (t.id, t.key) in before and t.estimated_gain_us is not None
-              and before[(t.id, t.key)].estimated_gain_us is not None]
-    grown, title = max(growth, default=(0.0, None))
-    shown = grown > 0.05 * estimate and saved < estimate
+    came_back = _came_back(base, target, estimate) if saved < estimate else []
+    median_saved = (base_side.median_step_us - target_side.median_step_us
+                    if base_side.median_step_us is not None and target_side.median_step_us is not None else None)
     return GainCheck(resolved=len(resolved), estimated_gain_us=estimate, step_reduction_us=saved,
                      delivered_ratio=saved / estimate if estimate > 0 else None,
-                     grown_title=title if shown else None, grown_us=grown if shown else None)
+                     grown_title=came_back[0].title if came_back else None,
+                     grown_us=came_back[0].grown_us if came_back else None, came_back=came_back,
+                     median_step_reduction_us=median_saved,
+                     median_delivered_ratio=median_saved / estimate if median_saved is not None and estimate > 0 else None)
+
+
+def _came_back(base: Report, target: Report, estimate: float) -> list[CameBack]:
+    """TARGET's findings whose gain grew from BASE's (or is new), by more than 5 % of ``estimate``, largest first."""
+    before = {(f.id, f.key): f.estimated_gain_us for f in base.findings}
+    grown = []
+    for finding in target.findings:
+        if finding.estimated_gain_us is None:
+            continue
+        new = (finding.id, finding.key) not in before
+        previous = 0.0 if new else before[(finding.id, finding.key)]
+        if previous is None:
+            continue
+        growth = finding.estimated_gain_us - previous
+        if growth > 0.05 * estimate:
+            grown.append(CameBack(title=_titled(finding), key=finding.key, grown_us=growth, new=new))
+    return sorted(grown, key=lambda c: -c.grown_us)

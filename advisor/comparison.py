@@ -27,6 +27,8 @@ class Side(_Model):
     hardware: str | None
     status: str
     step_time_us: Micros | None = Field(description="Mean step time over ranks (profile breakdown), µs.")
+    median_step_us: Micros | None = Field(None, description="The median step: each profiled step's time (mean over "
+                                          "ranks), the median over steps, µs; None with fewer than 3 steps.")
 
 
 class Row(_Model):
@@ -49,6 +51,15 @@ class FindingChange(_Model):
     target_gain_us: Micros | None
 
 
+class CameBack(_Model):
+    """A finding of TARGET whose gain grew from BASE's (or that BASE did not have)."""
+
+    title: str
+    key: str | None = None
+    grown_us: Micros = Field(description="TARGET's gain − BASE's (BASE's 0 for a new finding), µs per step.")
+    new: bool = Field(description="The finding does not fire on BASE.")
+
+
 class GainCheck(_Model):
     """Before/after: did the findings that no longer fire deliver what they estimated?"""
 
@@ -56,8 +67,15 @@ class GainCheck(_Model):
     estimated_gain_us: Micros = Field(description="Sum of the estimated gains of the findings resolved on TARGET, µs per step.")
     step_reduction_us: Micros = Field(description="BASE step time − TARGET step time, µs.")
     delivered_ratio: float | None = Field(description="step_reduction_us / estimated_gain_us.")
-    grown_title: str | None = Field(None, description="The finding on both sides whose gain grew most, when it grew.")
+    grown_title: str | None = Field(None, description="The first of came_back: the finding whose gain grew most.")
     grown_us: Micros | None = Field(None, description="How much that finding's gain grew from BASE to TARGET, µs per step.")
+    came_back: list[CameBack] = Field(default_factory=list, description=(
+        "Where time came back on TARGET, largest first: findings on both sides whose gain grew, and findings new on "
+        "TARGET (their whole gain), each by more than 5 % of the estimate, when the step fell short of it."))
+    median_step_reduction_us: Micros | None = Field(None, description=(
+        "BASE median step − TARGET median step, µs: the reduction of a typical step, which a few stalled steps "
+        "move less than the mean; None when a side has fewer than 3 steps."))
+    median_delivered_ratio: float | None = Field(None, description="median_step_reduction_us / estimated_gain_us.")
 
 
 class Comparison(_Model):

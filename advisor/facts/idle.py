@@ -190,8 +190,10 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None
     share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)
     spread = step_outliers(windows, free, parts_of)
-    if spread:
-        spread["outlier_excess_share_of_step"] = share(spread["outlier_excess_us"], step)
+    if spread:  # the excess is part of the mean step over every window, not of the typical step
+        mean_step = (breakdown.step_time_us if breakdown is not None and breakdown.step_time_us
+                     else float((windows["end"] - windows["start"]).mean()))
+        spread["outlier_excess_share_of_step"] = share(spread["outlier_excess_us"], mean_step)
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
         idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},

@@ -524,7 +524,7 @@ class IdleFact(Fact):
     slowest_idle_part_us: Duration | None = Field(None, description="That part's idle time in the slowest step, µs.")
     outlier_steps: str | None = Field(None, description="The steps longer than 1.2 × the median step, e.g. '5, 9' (None when none is).")
     outlier_excess_us: Duration | None = Field(None, description="What the outlier steps add to the mean step: the sum of their excess over the median / steps, µs.")
-    outlier_excess_share_of_step: Ratio | None = Field(None, description="outlier_excess_us / step_us.")
+    outlier_excess_share_of_step: Ratio | None = Field(None, description="outlier_excess_us / the mean step over every step (the breakdown's), not step_us.")
 
     def part_us(self, part: str) -> float:
         return float(getattr(self, f"{part}_us"))

@@ -142,6 +142,8 @@ def _brief(report: Report, console: Console, words: dict[str, str], view: View) 
         lines = [Text(gain_text(finding, words), style="dim")]
         lines += [clean(f"→ {p.title}") for p in finding.prescriptions[:1]]
         console.print(Group(title, Padding(Group(*lines), (0, 0, 0, 3))))
+    if brief.shown:
+        console.print(Text(words["ranking_note"], style="dim"))
     console.print(Text("\n") + clean(brief.pointer))
     # The command and the -o hint on lines of their own, so a long input path never splits "-o report.html".
     console.print(Padding(Group(clean(brief.command), clean(_plain(words["brief_or_html"]))), (0, 0, 0, 2)))
