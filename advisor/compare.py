@@ -344,7 +344,7 @@ def _gain_check(base: Report, target: Report, base_side: Side, target_side: Side
         return None
     estimate = sum(f.estimated_gain_us or 0.0 for f in resolved)
     saved = base_side.step_time_us - target_side.step_time_us
-    came_back = _came_back(base, target, estimate) if saved < estimate else []
+    came_back = _came_back(base, target, estimate) if 0 < estimate and saved < estimate else []
     median_saved = (base_side.median_step_us - target_side.median_step_us
                     if base_side.median_step_us is not None and target_side.median_step_us is not None else None)
     return GainCheck(resolved=len(resolved), estimated_gain_us=estimate, step_reduction_us=saved,
@@ -355,12 +355,16 @@ def _gain_check(base: Report, target: Report, base_side: Side, target_side: Side
                      median_delivered_ratio=median_saved / estimate if median_saved is not None and estimate > 0 else None)
 
 
+CAME_BACK_SHOWN = 3
+
+
 def _came_back(base: Report, target: Report, estimate: float) -> list[CameBack]:
-    """TARGET's findings whose gain grew from BASE's (or is new), by more than 5 % of ``estimate``, largest first."""
+    """TARGET's findings with measured gains that grew from BASE's (or are new) by more than 5 % of ``estimate``, the
+    CAME_BACK_SHOWN largest. An assumed gain is no time the profile shows, so it never counts as time come back."""
     before = {(f.id, f.key): f.estimated_gain_us for f in base.findings}
     grown = []
     for finding in target.findings:
-        if finding.estimated_gain_us is None:
+        if finding.estimated_gain_us is None or finding.gain_basis != "measured":
             continue
         new = (finding.id, finding.key) not in before
         previous = 0.0 if new else before[(finding.id, finding.key)]
@@ -369,4 +373,4 @@ def _came_back(base: Report, target: Report, estimate: float) -> list[CameBack]:
         growth = finding.estimated_gain_us - previous
         if growth > 0.05 * estimate:
             grown.append(CameBack(title=_titled(finding), key=finding.key, grown_us=growth, new=new))
-    return sorted(grown, key=lambda c: -c.grown_us)
+    return sorted(grown, key=lambda c: -c.grown_us)[:CAME_BACK_SHOWN]

@@ -27,8 +27,10 @@ class Side(_Model):
     hardware: str | None
     status: str
     step_time_us: Micros | None = Field(description="Mean step time over ranks (profile breakdown), µs.")
-    median_step_us: Micros | None = Field(None, description="The median step: each profiled step's time (mean over "
-                                          "ranks), the median over steps, µs; None with fewer than 3 steps.")
+    median_step_us: Micros | None = Field(None, description="The median step: each listed step's time (mean over "
+                                          "ranks), the median over steps, µs; None with fewer than 3 steps. A rank "
+                                          "lists every step up to 200, then the slowest, the fastest and evenly "
+                                          "spaced ones, so beyond 200 steps it is an estimate.")
 
 
 class Row(_Model):
@@ -70,8 +72,9 @@ class GainCheck(_Model):
     grown_title: str | None = Field(None, description="The first of came_back: the finding whose gain grew most.")
     grown_us: Micros | None = Field(None, description="How much that finding's gain grew from BASE to TARGET, µs per step.")
     came_back: list[CameBack] = Field(default_factory=list, description=(
-        "Where time came back on TARGET, largest first: findings on both sides whose gain grew, and findings new on "
-        "TARGET (their whole gain), each by more than 5 % of the estimate, when the step fell short of it."))
+        "Where time came back on TARGET, largest first (at most 3): findings with measured gains on both sides whose "
+        "gain grew, and findings new on TARGET (their whole gain), each by more than 5 % of the estimate, when the "
+        "step fell short of it."))
     median_step_reduction_us: Micros | None = Field(None, description=(
         "BASE median step − TARGET median step, µs: the reduction of a typical step, which a few stalled steps "
         "move less than the mean; None when a side has fewer than 3 steps."))

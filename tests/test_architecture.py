@@ -208,19 +208,27 @@ def test_the_architecture_doc_lists_the_layers_of_this_test():
 
 
 def _platform_branches(source: str) -> list[int]:
-    """Lines comparing a ``platform`` (a name or an attribute) with a string literal."""
+    """Lines that test a ``platform`` (a name or an attribute) against a literal: ``==``/``!=``/``in`` a string or a
+    collection of strings, or ``.startswith``/``.endswith``."""
     def is_platform(node: ast.AST) -> bool:
         return (isinstance(node, ast.Name) and node.id == "platform") or (
             isinstance(node, ast.Attribute) and node.attr == "platform")
+
+    def literal(node: ast.AST) -> bool:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(literal(element) for element in node.elts)
+        return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
     lines = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
-            if any(is_platform(s) for s in sides) and any(isinstance(s, ast.Constant) and isinstance(s.value, str)
-                                                          for s in sides):
+            if any(is_platform(s) for s in sides) and any(literal(s) for s in sides):
                 lines.append(node.lineno)
-    return lines
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("startswith", "endswith") and is_platform(node.func.value)):
+            lines.append(node.lineno)
+    return sorted(lines)
 
 
 def test_the_fact_families_read_platform_differences_as_data_not_branches():
@@ -229,4 +237,6 @@ def test_the_fact_families_read_platform_differences_as_data_not_branches():
     found = {str(path.relative_to(PACKAGE.parent)): lines for path in sorted((PACKAGE / "facts").glob("*.py"))
              if (lines := _platform_branches(path.read_text(encoding="utf-8")))}
     assert found == {}
-    assert _platform_branches('if rank.platform == "gpu":\n    pass\nx = "ascend" != meta.platform\n') == [1, 3]
+    probe = ('if rank.platform == "gpu":\n    pass\nx = "ascend" != meta.platform\ny = platform in ("gpu",)\n'
+             'z = rank.platform.startswith("asc")\nw = base.platform == target.platform\n')
+    assert _platform_branches(probe) == [1, 3, 4, 5]

@@ -157,3 +157,32 @@ def test_the_cli_fails_on_regressions_when_asked_and_names_a_missing_side(tmp_pa
     assert json.loads(same.stdout)["headline"].startswith("TARGET's step takes as long as BASE's")
     missing = _run("compare", str(tmp_path / "before"), str(tmp_path / "nowhere"))
     assert missing.exit_code == 2 and "nowhere: no such file or directory" in missing.output
+
+
+def test_time_come_back_counts_measured_gains_only_and_needs_an_estimate():
+    """'Did the fix deliver?' names where time came back: measured gains that grew or are new (at most three, the
+    largest first), never an assumed gain (no time the profile shows), and nothing when the resolved findings
+    estimated no gain."""
+    from types import SimpleNamespace
+
+    from advisor.compare import _gain_check
+    from advisor.comparison import Side
+
+    def finding(rule, gain, basis="measured", key=None):
+        return SimpleNamespace(id=rule, key=key, title=rule, estimated_gain_us=gain, gain_basis=basis)
+
+    def side(step, median=None):
+        return Side(path="p", format="pytorch-kineto", platform="gpu", ranks=[0], steps=[1, 2, 3], hardware=None,
+                    status="complete", step_time_us=step, median_step_us=median)
+
+    base = SimpleNamespace(findings=[finding("fixed", 50_000.0), finding("grows", 1_000.0), finding("assumed", 100.0, "assumed")])
+    target = SimpleNamespace(findings=[finding("grows", 9_000.0), finding("assumed", 40_000.0, "assumed"),
+                                       finding("new.a", 6_000.0), finding("new.b", 5_000.0), finding("new.c", 4_000.0),
+                                       finding("small", 2_000.0)])
+    check = _gain_check(base, target, side(200_000.0, 190_000.0), side(170_000.0, 150_000.0))
+    assert check.estimated_gain_us == 50_000.0 and check.step_reduction_us == 30_000.0
+    assert [(c.title, c.grown_us, c.new) for c in check.came_back] == [
+        ("grows", 8_000.0, False), ("new.a", 6_000.0, True), ("new.b", 5_000.0, True)]
+    assert check.median_step_reduction_us == 40_000.0 and check.median_delivered_ratio == 0.8
+    base.findings[0].estimated_gain_us = 0.0  # resolved findings that estimated nothing: no yardstick
+    assert _gain_check(base, target, side(200_000.0), side(210_000.0)).came_back == []

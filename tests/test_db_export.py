@@ -65,7 +65,11 @@ def test_db_facts_name_the_db_files_as_their_sources(tmp_path):
     facts = extract_facts(load_profile(tmp_path)).facts
     sources = {s.split("[")[0].rsplit("/", 1)[-1] for f in facts for s in f.sources}
     assert {"ascend_pytorch_profiler_0.db", "analysis.db"} <= sources
-    assert not sources & {"kernel_details.csv", "trace_view.json", "communication.json", "step_trace_time.csv"}
+    assert not sources & {"kernel_details.csv", "trace_view.json", "communication.json", "step_trace_time.csv",
+                          "profiler_metadata.json"}
+    # the environment variables come from the DB's META_DATA table, and the source says so
+    (alloc,) = [f for f in facts if f.family == "environment" and f.name == "PYTORCH_NPU_ALLOC_CONF"]
+    assert [s.rsplit("/", 1)[-1] for s in alloc.sources] == ["ascend_pytorch_profiler_0.db[META_DATA: ENV_VARIABLES]"]
 
 
 def test_a_db_cluster_diagnoses_like_the_text_one(tmp_path, rulebook):

@@ -122,10 +122,12 @@ class RuleEngine:
                     session.assert_fact(fact)
                 return session.drain()
             finally:
-                session.close()
-                if closed:
-                    dre.delete_ruleset(self._handle)
-                    self._handle = None
+                try:
+                    session.close()
+                finally:
+                    if closed:
+                        dre.delete_ruleset(self._handle)
+                        self._handle = None
 
 
 def assertion_order(rules: Sequence[Any]) -> dict[str, int]:

@@ -60,7 +60,7 @@ from advisor.facts.models import (
     StragglerFact,
     TransportFact,
 )
-from advisor.facts.scope import Columns, RankFacts, RankMeta, columns_of, file_source
+from advisor.facts.scope import Columns, RankFacts, RankMeta, columns_of, file_source, metadata_source
 from advisor.facts.sequences import mc2_candidates
 from advisor.facts.steps import mean_step, times
 from advisor.ingest.gpu import match_nccl
@@ -269,7 +269,7 @@ def _pipeline_facts(cluster: ProfileScope) -> list[Fact]:
     compute = {b.rank: b.compute_us for b in breakdowns if b.rank is not None}
     metadata = {r.meta.rank: r.meta.metadata for r in cluster.ranks}
     receives = _p2p_receives(cluster)
-    sources = sorted({profile.shown(r.meta.path / "profiler_metadata.json") for r in cluster.ranks if r.meta.metadata}
+    sources = sorted({found for r in cluster.ranks if r.meta.metadata and (found := metadata_source(profile.shown, r.meta))}
                      | {src for b in breakdowns for src in b.sources})
     p2p_sources = sorted({f"{profile.shown(r.meta.file('communication'))}[p2p: hcom_send/hcom_receive]"
                           for r in cluster.ranks if r.ops is not None})
@@ -394,7 +394,8 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     if group is not None:
         sources.append(f"{profile.shown(meta.file('matrix'))}[src-dst links]"
                        if members[group].global_ranks is None else
-                       f"{profile.shown(meta.path / 'profiler_metadata.json')}[parallel_group_info]")
+                       metadata_source(profile.shown, meta, "parallel_group_info") or
+                       f"{profile.shown(meta.path)}[parallel_group_info]")
     outside_ms = float(np.where(np.isnan(waited), 0.0, waited).sum())  # as pandas sums a column
     for row in cluster.summaries.get(meta.rank, []):
         collective = row["kind"] == "collective" and group is not None
@@ -506,7 +507,8 @@ def _environment_facts(scope: ProfileScope) -> list[Fact]:
     for rank in profile.ranks:
         variables = rank.metadata.get("ENV_VARIABLES")
         if isinstance(variables, dict) and variables:
-            source = f"{profile.shown(rank.path / 'profiler_metadata.json')}[ENV_VARIABLES]"
+            source = (metadata_source(profile.shown, rank, "ENV_VARIABLES")
+                      or f"{profile.shown(rank.path)}[ENV_VARIABLES]")
             values = {str(k): (str(v), source) for k, v in variables.items() if isinstance(v, (str, int, float))}
             break
     if user is not None:

@@ -139,6 +139,16 @@ def file_source(show: Shown, rank: RankData | RankMeta, table: str, columns: str
     return f"{show(source.file)}[{source.content or columns}]"
 
 
+def metadata_source(show: Shown, rank: RankData | RankMeta, key: str | None = None) -> str | None:
+    """Where the rank's profiler metadata (its entry ``key``) was read: ``profiler_metadata.json[key]``, or the DB
+    export's ``….db[META_DATA: key]``; None when no reader recorded it."""
+    source = rank.sources.get("metadata")
+    if source is None:
+        return None
+    inside = ": ".join(part for part in (source.content, key) if part)
+    return f"{show(source.file)}[{inside}]" if inside else show(source.file)
+
+
 def float_or_none(value) -> float | None:
     if value is None or pd.isna(value):
         return None

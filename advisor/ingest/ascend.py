@@ -146,6 +146,8 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     from_db = database is not None and not any((output_dir / n).exists() for n in ("step_trace_time.csv", "kernel_details.csv"))
     if not from_db or (rank_dir / "profiler_metadata.json").exists():  # the DB export keeps it in META_DATA
         data.metadata = reader.read(rank_dir / "profiler_metadata.json", _json_object) or {}
+        if data.metadata:
+            data.sources["metadata"] = Provenance(rank_dir / "profiler_metadata.json")
     device_info_file = _device_info_file(rank_dir)
     if device_info_file is not None:
         data.device_info = reader.read(device_info_file, _json_object) or {}
@@ -201,7 +203,7 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
     analysis = database.parent / ANALYSIS_DB
     data.export = "db"
     data.sources |= {table: Provenance(database) for table in (
-        "kernels", "memory_record", "operator_memory", "module_memory", "trace", "metadata")}
+        "kernels", "memory_record", "operator_memory", "module_memory", "trace")}
     data.sources |= {table: Provenance(analysis) for table in ("step_trace", "communication", "matrix")}
 
     def profiler_tables(path: Path, warnings: list[str]) -> dict[str, Any]:
@@ -230,6 +232,8 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
         for name, table in (found or {}).items():
             if table is not None and not (name == "metadata" and data.metadata):
                 setattr(data, name, table)
+                if name == "metadata" and table:
+                    data.sources["metadata"] = Provenance(database, "META_DATA")
     expected = {"kernels": (database, "TASK, COMPUTE_TASK_INFO"), "memory_record": (database, "MEMORY_RECORD"),
                 "trace": (database, "TASK"), "step_trace": (analysis, "StepTraceTime"),
                 "communication": (analysis, "CommAnalyzerTime")}

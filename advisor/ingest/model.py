@@ -48,14 +48,16 @@ class Coverage(BaseModel):
             getattr(self, name).extend(getattr(later, name))
 
 
-# The tables (and documents) of a rank by their neutral names — RankData's fields — and the file of the Ascend text
-# export each comes from unless its reader records another (the DB export, a compressed trace, a PyTorch trace).
+# The tables of a rank by their neutral names — RankData's fields — and the file of the Ascend text export each
+# comes from unless its reader records another (the DB export, a compressed trace, a PyTorch trace).
 TEXT_FILES = {
     "step_trace": "step_trace_time.csv", "kernels": "kernel_details.csv", "op_statistic": "op_statistic.csv",
     "communication": "communication.json", "matrix": "communication_matrix.json", "memory_record": "memory_record.csv",
     "operator_memory": "operator_memory.csv", "module_memory": "npu_module_mem.csv", "trace": "trace_view.json",
-    "metadata": "profiler_metadata.json",
 }
+# The documents a reader records in RankData.sources when it read them (they have no default file): the profiler's
+# settings, its metadata (environment variables, parallel groups) and the device's info.json.
+DOCUMENTS = ("profiler_info", "metadata", "device_info")
 
 
 @dataclass(frozen=True)
@@ -107,11 +109,12 @@ class RankData:
     export: str = "text"  # "db": ascend_pytorch_profiler_{rank}.db and analysis.db; "kineto": a *.pt.trace.json
     platform: Platform = "ascend"  # "gpu" for a Kineto trace
     kineto: KinetoTrace | None = None  # the trace's own tables (GPU ranks)
-    sources: dict[str, Provenance] = field(default_factory=dict)  # table -> where it came from, when not TEXT_FILES
+    sources: dict[str, Provenance] = field(default_factory=dict)  # a table -> where it came from, when not its
+    # TEXT_FILES file; a document of DOCUMENTS -> where it was read from
     kernel_header: list[str] | None = None  # kernel_details.csv's header, when only it was read (triage's survey)
 
     def source(self, table: str) -> Provenance:
-        """Where ``table`` (a name of TEXT_FILES) was read from."""
+        """Where ``table`` (a name of TEXT_FILES) was read from (for a document of DOCUMENTS: ``sources.get``)."""
         return source_of(self.sources, self.output_dir, table)
 
     def file(self, table: str) -> Path:

@@ -97,7 +97,9 @@ def report_labels(report: Report) -> dict[str, str]:
     words = labels(report.lang)
     if not report.input.steps:
         words.update(per_step=words["in_capture"], of_step=words["of_capture"])
-    words["step_note"] = words["step_note_ascend" if report.input.format.startswith("ascend") else "step_note_gpu"]
+    from advisor.ingest.formats import platform_of  # the input formats' registry (pandas): only where a report renders
+
+    words["step_note"] = words[f"step_note_{platform_of(report.input.format)}"]
     if not report.input.format.startswith("ascend"):
         words["collect_hint"] = words["collect_hint_gpu"]
     elif report.input.profiler_level in ("Level1", "Level2"):  # the level is right: what is missing is files

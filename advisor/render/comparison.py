@@ -86,8 +86,9 @@ def gain_check_sentence(comparison: Comparison, words: dict[str, str]) -> str | 
     text = words[key].format(count=check.resolved, estimate=fmt_us(check.estimated_gain_us),
                              saved=fmt_us(abs(check.step_reduction_us)), ratio=fmt_pct(check.delivered_ratio))
     median = check.median_step_reduction_us
-    if median is not None and median >= 0 and abs(median - check.step_reduction_us) > 0.05 * check.estimated_gain_us:
-        text += " " + words["gain_check_median"].format(saved=fmt_us(median), ratio=fmt_pct(check.median_delivered_ratio))
+    if median is not None and abs(median - check.step_reduction_us) > 0.05 * check.estimated_gain_us:
+        key = "gain_check_median" if median >= 0 else "gain_check_median_longer"
+        text += " " + words[key].format(saved=fmt_us(abs(median)), ratio=fmt_pct(check.median_delivered_ratio))
     if check.came_back:
         items = [words["gain_check_new" if c.new else "gain_check_grown"].format(finding=c.title, grown=fmt_us(c.grown_us))
                  for c in check.came_back]

@@ -179,6 +179,8 @@ def _rank_table(report: Report, console: Console, words: dict[str, str], detail:
     console.print(table)
     if ranks.note:
         console.print(clean(ranks.note), style="dim")
+    if detail == "full" and report.input.steps:
+        console.print(Text(words["step_note"], style="dim"))
 
 
 def _short_gain(finding, words: dict[str, str]) -> str:
