@@ -81,6 +81,8 @@ def test_with_workers_the_gpu_waits_for_launches_not_data(reports):
     assert idle["outlier_excess_share_of_step"] == pytest.approx(idle["outlier_excess_us"] / report.summary.step_time_us)
     assert outliers.estimated_gain_ratio == pytest.approx(idle["outlier_excess_share_of_step"], rel=0.01)
     assert "per typical step: the mean of the 4 steps without these (125,160 µs)" in outliers.explanation
+    # the slowest step is the capture's first: the explanation says so, since a stall there alone can be warm-up
+    assert idle["first_step"] == 5 and "the capture begins at step 5" in outliers.explanation
     # the typical steps' parts and the outliers' excess are different time: the gains add up without sharing any
     assert outliers.estimated_gain_us == outliers.claimed_gain_us and not outliers.shares_time_with
     idle_gains = sum(f.estimated_gain_us for f in report.findings if (f.charged_to or "").startswith("idle"))

@@ -107,6 +107,7 @@ def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of) -> dict[str
     return {
         "step_median_us": median,
         "slowest_step": None if steps[worst] is None else int(steps[worst]),
+        "first_step": min((int(step) for step in steps if step is not None), default=None),
         "slowest_step_us": float(durations[worst]),
         "outlier_steps": ", ".join(str(step) for step, out in zip(steps, slow) if out) or None,
         "outlier_excess_us": float((durations[slow] - median).sum() / len(durations)),

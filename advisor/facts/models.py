@@ -519,6 +519,7 @@ class IdleFact(Fact):
     dataloader_share_of_idle: Ratio = Field(description="dataloader_us / idle_us: how much of the idle time data loading explains.")
     step_median_us: Duration | None = Field(None, description="The median step window, µs (None below 3 steps).")
     slowest_step: int | None = Field(None, description="The number of the slowest step (ProfilerStep#N).")
+    first_step: int | None = Field(None, description="The number of the first profiled step: a stall there alone can be warm-up.")
     slowest_step_us: Duration | None = Field(None, description="Its window, µs.")
     slowest_idle_part: IdlePart | None = Field(None, description="The part with the most idle time in the slowest step.")
     slowest_idle_part_us: Duration | None = Field(None, description="That part's idle time in the slowest step, µs.")
