@@ -17,7 +17,7 @@ import pandas as pd
 
 from advisor.facts.context import hardware_from_header
 from advisor.facts.models import BreakdownFact, Fact, StepFact
-from advisor.ingest.model import Provenance, RankData, source_of
+from advisor.ingest.model import Provenance, RankData, Sourced
 from advisor.usercontext import UserContext
 from advisor.vocabulary import Platform
 
@@ -25,7 +25,7 @@ Shown = Callable[[Path], str]
 Columns = dict[str, np.ndarray]  # a small table as its columns: pickles and stacks far faster than a DataFrame
 
 @dataclass
-class RankMeta:
+class RankMeta(Sourced):
     """A rank without its tables: who it is, where its files are, and the small documents the profile-wide facts
     read (profiler_info, profiler_metadata, the device's info.json, the capture settings of a PyTorch trace)."""
 
@@ -44,22 +44,21 @@ class RankMeta:
     kineto_device_name: str | None = None
     kineto_compute_capability: str | None = None
     kineto_settings: dict[str, bool] | None = None
-    info_file: Path | None = None  # its first profiler_info*.json
-    device_info_file: Path | None = None  # its first PROF_*/device_*/info.json.*
 
-    def source(self, table: str) -> Provenance:
-        """Where ``table`` (a name of ingest.model.TEXT_FILES) was read from."""
-        return source_of(self.sources, self.output_dir, table)
+    @property
+    def info_file(self) -> Path | None:
+        """Its profiler_info*.json, when one was read."""
+        return self.document("profiler_info")
 
-    def file(self, table: str) -> Path:
-        """The file ``table`` was read from."""
-        return self.source(table).file
+    @property
+    def device_info_file(self) -> Path | None:
+        """Its PROF_*/device_*/info.json.*, when one was read."""
+        return self.document("device_info")
 
     @classmethod
     def of(cls, rank: RankData) -> RankMeta:
         """The identity and documents of a rank that was read."""
         kineto = rank.kineto
-        info, device = rank.sources.get("profiler_info"), rank.sources.get("device_info")
         header = rank.kernels.header if rank.kernels is not None else rank.kernel_header
         return cls(rank=rank.rank, path=rank.path, output_dir=rank.output_dir, platform=rank.platform, export=rank.export,
                    sources=dict(rank.sources), profiler_info=rank.profiler_info, metadata=rank.metadata,
@@ -68,8 +67,7 @@ class RankMeta:
                    kineto_path=kineto.path if kineto is not None else None,
                    kineto_device_name=kineto.device_name if kineto is not None else None,
                    kineto_compute_capability=kineto.compute_capability if kineto is not None else None,
-                   kineto_settings=kineto.settings if kineto is not None else None,
-                   info_file=info.file if info else None, device_info_file=device.file if device else None)
+                   kineto_settings=kineto.settings if kineto is not None else None)
 
 
 @dataclass

@@ -69,6 +69,28 @@ class Provenance:
     content: str | None = None  # None: the columns of the text export, as each fact names them
 
 
+class Sourced:
+    """Where a rank's tables and documents came from, for a class with ``sources`` and ``output_dir`` (RankData, and
+    facts.scope.RankMeta, which carries them without the tables)."""
+
+    sources: dict[str, Provenance]
+    output_dir: Path
+
+    def source(self, table: str) -> Provenance:
+        """Where ``table`` (a name of TEXT_FILES) was read from (for a document of DOCUMENTS: ``sources.get``)."""
+        found = self.sources.get(table)
+        return found if found is not None else Provenance(self.output_dir / TEXT_FILES[table])
+
+    def file(self, table: str) -> Path:
+        """The file ``table`` (a name of TEXT_FILES) was read from."""
+        return self.source(table).file
+
+    def document(self, name: str) -> Path | None:
+        """The file the document ``name`` (of DOCUMENTS) was read from; None when it was not."""
+        found = self.sources.get(name)
+        return found.file if found is not None else None
+
+
 @dataclass
 class CsvTable:
     """A CSV file read into a frame with canonical column names; ``header`` keeps the file's own names."""
@@ -87,7 +109,7 @@ class CommunicationTables:
 
 
 @dataclass
-class RankData:
+class RankData(Sourced):
     """Everything read from one rank: an ``*_ascend_pt`` directory, or a PyTorch profiler trace (``platform`` gpu)."""
 
     rank: int
@@ -112,20 +134,6 @@ class RankData:
     sources: dict[str, Provenance] = field(default_factory=dict)  # a table -> where it came from, when not its
     # TEXT_FILES file; a document of DOCUMENTS -> where it was read from
     kernel_header: list[str] | None = None  # kernel_details.csv's header, when only it was read (triage's survey)
-
-    def source(self, table: str) -> Provenance:
-        """Where ``table`` (a name of TEXT_FILES) was read from (for a document of DOCUMENTS: ``sources.get``)."""
-        return source_of(self.sources, self.output_dir, table)
-
-    def file(self, table: str) -> Path:
-        """The file ``table`` (a name of TEXT_FILES) was read from."""
-        return self.source(table).file
-
-
-def source_of(sources: dict[str, Provenance], output_dir: Path, table: str) -> Provenance:
-    """The recorded provenance of ``table``, else its text export file in ``output_dir``."""
-    found = sources.get(table)
-    return found if found is not None else Provenance(output_dir / TEXT_FILES[table])
 
 
 @dataclass
