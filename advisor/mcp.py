@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from pydantic import Field
 
 from advisor import errors
+from advisor.jsontext import json_text
 from advisor.version import VERSION
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def facts_tool(path: str | None = None, family: str | None = None, env: Mapping[
     if path is None:
         return _json({"families": _catalogue(family)})
     report = diagnose(_path(path), lang="en", context=_context(env, context))
-    return json.dumps([f for f in report.facts if family in (None, f["type"])], indent=2, ensure_ascii=False) + "\n"
+    return json_text([f for f in report.facts if family in (None, f["type"])])
 
 
 def explain_tool(rule_id: str, path: str, env: Mapping[str, object] | None = None,
@@ -275,7 +276,7 @@ def _context(env: Mapping[str, object] | None, context: Mapping[str, object] | N
 
 
 def _json(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(data, allow_nan=False)
 
 
 def _book(rules: list[str] | None, skip_broken: bool = False) -> "RuleBook":

@@ -167,12 +167,13 @@ def _print_facts(path: Path, family: str | None, as_json: bool, user: UserContex
     import json
 
     from advisor.diagnose import diagnose
+    from advisor.jsontext import json_text
 
     report = with_progress(f"Reading {path}", options,
                            lambda options: diagnose(path, lang="en", context=user, options=options))
     facts = [f for f in report.facts if family in (None, f["type"])]
     if as_json:
-        sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(facts))
         return
     for fact in facts:
         typer.echo(f"{fact['type']} {fact['id']}")

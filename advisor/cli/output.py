@@ -108,7 +108,11 @@ def _flushed_stdout() -> int | None:
 
 def with_progress(what: str, options: RunOptions, work: Callable[[RunOptions], T]) -> T:
     """Run ``work`` with the run's ``options``; on a terminal, with a progress listener added to them that shows which
-    file is being read (never on a pipe, so JSON stays clean)."""
+    file is being read (never on a pipe, so JSON stays clean).
+
+    The objects made so far (the imported modules, mostly) are frozen out of the cyclic collector's passes: they live
+    as long as the command, and scanning them again in each pass cost about 8 % of a 512-rank run's CPU."""
+    import gc
     from dataclasses import replace
 
     from rich.console import Console
@@ -116,6 +120,7 @@ def with_progress(what: str, options: RunOptions, work: Callable[[RunOptions], T
 
     from advisor.render.common import strip_control
 
+    gc.freeze()
     stderr = Console(stderr=True)
     if not stderr.is_terminal:
         return work(options)

@@ -7,10 +7,10 @@ for every format.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from advisor.jsontext import json_text
 from advisor.render.common import FULL, View, filtered_report
 from advisor.render.documents import render_html, render_markdown
 from advisor.render.terminal import render_terminal
@@ -24,7 +24,7 @@ __all__ = ["DOCUMENTS", "View", "render_html", "render_json", "render_markdown",
 def render_json(report: Report, view: View = FULL) -> str:
     """The JSON report (design §4.3), with the findings ``view`` keeps: same input, byte-identical output."""
     document = filtered_report(report, view).model_dump(mode="json")
-    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(document, allow_nan=False)
 
 
 # The document formats by name: where a renderer of a Report is registered (``advisor.render`` and the command

@@ -8,7 +8,6 @@ adds the charts of ``render.charts.comparison_charts``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from advisor.jsontext import json_text
 from advisor.render.common import TimeUnit, fmt_pct, fmt_us, labels, time_unit
 from advisor.render.documents import environment, figure, finding_context
 from advisor.render.terminal import clean, print_finding
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def render_comparison_json(comparison: Comparison) -> str:
-    return json.dumps(comparison.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(comparison.model_dump(mode="json"), allow_nan=False)
 
 
 def render_comparison_markdown(comparison: Comparison) -> str:
