@@ -96,6 +96,12 @@ def can_fork() -> bool:
             and not multiprocessing.current_process().daemon)
 
 
+def progress_heard() -> bool:
+    """In a worker of fork_map: whether the parent gave fork_map a ``progress`` listener (worker_progress reaches
+    it); False outside workers."""
+    return _progress_pipe is not None
+
+
 def worker_progress(message: tuple) -> bool:
     """In a worker of fork_map: send ``message`` to the ``progress`` listener the parent gave fork_map (called there
     with its items); False outside workers."""
@@ -220,7 +226,7 @@ class _Pool:
     def _work(self, first: int, pipe: int, parent: int) -> None:
         global _progress_pipe
         _become_worker(parent)
-        _progress_pipe = pipe
+        _progress_pipe = pipe if self.progress is not None else None
         index: int | None = first
         while index is not None:
             try:

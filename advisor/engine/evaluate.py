@@ -77,7 +77,8 @@ def explain_firing(spec: RuleSpec, matched: dict[str, Fact], facts: Sequence[Fac
     for group in spec.when.groups():
         positive = [c for c in group if isinstance(c, FactCondition)]
         if {c.alias for c in positive} <= matched.keys():
-            by_family = _by_family(facts)
+            negated = any(isinstance(c, NotCondition) for c in group)
+            by_family = _by_family(facts) if negated else {}  # only a negation searches the facts
             results = []
             for condition in group:
                 if isinstance(condition, NotCondition):

@@ -11,7 +11,8 @@ import pandas as pd
 
 from advisor.facts.models import Fact
 from advisor.facts.platforms import traits
-from advisor.facts.scope import Columns, RankScope, columns_of
+from advisor.facts.scope import RankScope
+from advisor.ingest.columns import Columns
 from advisor.facts.windows import inside, profiler_step_windows
 from advisor.ingest.gpu import nccl_collectives
 
@@ -358,9 +359,9 @@ def communication_tables(scope: RankScope) -> list[Fact]:
         windows = profiler_step_windows(rank.trace.host)
         out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
     if traits(rank.platform).collectives_carry_traffic and rank.communication is not None:
-        out.traffic = columns_of(rank.communication.traffic)
-        out.ops = transit_from_bandwidth(columns_of(rank.communication.ops), out.traffic)
-    if rank.matrix is not None and not rank.matrix.empty:
-        out.matrix = columns_of(rank.matrix)
+        out.traffic = rank.communication.traffic_columns
+        out.ops = transit_from_bandwidth(rank.communication.op_columns, out.traffic)
+    if rank.matrix is not None and len(rank.matrix["step"]):
+        out.matrix = rank.matrix
         out.matrix_groups = matrix_members(out.matrix)
     return []

@@ -60,7 +60,8 @@ from advisor.facts.models import (
     StragglerFact,
     TransportFact,
 )
-from advisor.facts.scope import Columns, RankFacts, RankMeta, columns_of, file_source, metadata_source
+from advisor.facts.scope import RankFacts, RankMeta, file_source, metadata_source
+from advisor.ingest.columns import Columns, columns_of
 from advisor.facts.sequences import mc2_candidates
 from advisor.facts.steps import mean_step, times
 from advisor.ingest.gpu import match_nccl

@@ -12,17 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from advisor.facts.context import hardware_from_header
 from advisor.facts.models import BreakdownFact, Fact, StepFact
+from advisor.ingest.columns import Columns
 from advisor.ingest.model import Provenance, RankData, Sourced
 from advisor.usercontext import UserContext
 from advisor.vocabulary import Platform
 
 Shown = Callable[[Path], str]
-Columns = dict[str, np.ndarray]  # a small table as its columns: pickles and stacks far faster than a DataFrame
 
 @dataclass
 class RankMeta(Sourced):
@@ -123,11 +122,6 @@ class RankScope:
     @property
     def breakdown(self) -> BreakdownFact | None:
         return self.out.breakdown
-
-
-def columns_of(frame: pd.DataFrame) -> Columns:
-    """A table as its columns (numpy arrays; text as Python strings)."""
-    return {str(name): values.to_numpy() for name, values in frame.items()}
 
 
 def file_source(show: Shown, rank: RankData | RankMeta, table: str, columns: str) -> str:

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.models import BreakdownFact, Fact, StepFact
-from advisor.facts.scope import Columns, RankScope, Shown, columns_of, file_source, float_or_none
+from advisor.facts.scope import RankScope, Shown, file_source, float_or_none
+from advisor.ingest.columns import Columns, columns_of
 from advisor.facts.windows import kernel_step_windows, profiler_step_windows, window_of
 from advisor.ingest.model import RankData
 
@@ -134,18 +135,18 @@ def _all_step_facts(show: Shown, rank: RankData, warnings: list[str]) -> list[St
     lanes = _steps_from_trace(rank)
     trace_path = show(rank.file("trace"))
     if rank.step_trace is not None:
-        table, shown = rank.step_trace.frame, show(rank.step_trace.path)
+        table, shown = rank.step_trace.columns, show(rank.step_trace.path)
         source = file_source(show, rank, "step_trace", _STEP_COLUMNS)
         if lanes is not None and not _agree(table, lanes):
             warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of {trace_path}")
     elif lanes is not None:
-        table, shown = lanes, trace_path
+        table, shown = columns_of(lanes), trace_path
         source = f"{trace_path}[Overlap Analysis: Computing, Communication(Not Overlapped), Communication, Free]"
         warnings.append(f"{show(rank.file('step_trace'))} is missing; the step breakdown of "
                         f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
     else:
         return []
-    rows, problems = clean_step_rows(columns_of(table))
+    rows, problems = clean_step_rows(table)
     warnings.extend(f"{shown}: {p}" for p in problems)
     facts = []
     for position, row in enumerate(step_breakdown(rows)):
@@ -190,8 +191,8 @@ def _steps_from_trace(rank: RankData) -> pd.DataFrame | None:
     return lanes if not lanes.empty else None
 
 
-def _agree(step_trace: pd.DataFrame, lanes: pd.DataFrame) -> bool:
-    written, rebuilt = step_trace["computing_us"].sum(), lanes["computing_us"].sum()
+def _agree(step_trace: Columns, lanes: pd.DataFrame) -> bool:
+    written, rebuilt = np.nansum(step_trace["computing_us"]), lanes["computing_us"].sum()
     return abs(written - rebuilt) <= 0.01 * max(written, rebuilt, 1e-9)
 
 

@@ -37,7 +37,7 @@ from advisor.ingest.limits import check_size, read_bounded
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, Provenance, RankData, SkippedFile
 from advisor.ingest.paths import display_path
 from advisor.ingest.trace import read_trace
-from advisor.parallel import in_worker, worker_progress
+from advisor.parallel import in_worker, progress_heard, worker_progress
 from advisor.runoptions import current
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -248,13 +248,14 @@ def report_progress(shown: str, path: Path) -> None:
     """Tell the run's progress listener (``RunOptions.progress``, if any) which file is being read and how big it is;
     in a forked worker, the parent's listener (through fork_map)."""
     listener = current().progress
-    if listener is None and not in_worker():
+    heard = progress_heard()
+    if not heard and (listener is None or in_worker()):  # a worker never draws on the terminal itself
         return
     try:
         size = path.stat().st_size
     except OSError:
         size = 0
-    if in_worker():  # the progress display lives in the main process: the message goes there
+    if heard:  # the progress display lives in the main process: the message goes there
         worker_progress((shown, size))
     elif listener is not None:
         listener(shown, size)

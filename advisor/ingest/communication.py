@@ -13,8 +13,7 @@ import math
 import re
 from typing import Any
 
-import pandas as pd
-
+from advisor.ingest.columns import Columns, columns_from_rows
 from advisor.ingest.model import CommunicationTables, FileProblem
 
 TRANSPORTS = ("HCCS", "PCIE", "RDMA", "SIO", "SDMA")
@@ -27,12 +26,14 @@ _TIME_KEYS = {
     "synchronization_ms": "Synchronization Time(ms)",
     "idle_ms": "Idle Time(ms)",
 }
+OP_COLUMNS = ("step", "kind", "op_name", "group", *_TIME_KEYS, "start_us")
+TRAFFIC_COLUMNS = ("step", "kind", "op_name", "group", "transport", "size_mb", "time_ms")
 
 
 def parse_communication(document: dict[str, Any], warnings: list[str]) -> CommunicationTables:
     """Flatten a communication.json document; raise FileProblem if it has no recognisable op."""
-    ops: list[dict[str, Any]] = []
-    traffic: list[dict[str, Any]] = []
+    ops: list[tuple[Any, ...]] = []  # OP_COLUMNS
+    traffic: list[tuple[Any, ...]] = []  # TRAFFIC_COLUMNS
     malformed = 0
     for step, kind, key, info in _walk(document):
         op_name, _, group = key.partition("@")
@@ -40,28 +41,24 @@ def parse_communication(document: dict[str, Any], warnings: list[str]) -> Commun
         if not isinstance(times, dict):
             malformed += 1
             continue
-        row = {"step": step, "kind": kind, "op_name": op_name, "group": group}
-        row.update({name: _number(times.get(label)) for name, label in _TIME_KEYS.items()})
-        row["start_us"] = _number(times.get("Start Timestamp(us)"))
-        if row["elapse_ms"] is None:
+        elapse = _number(times.get(_TIME_KEYS["elapse_ms"]))
+        if elapse is None:
             malformed += 1
             continue
-        ops.append(row)
+        ops.append((step, kind, op_name, group, *(_number(times.get(label)) for label in _TIME_KEYS.values()),
+                    _number(times.get("Start Timestamp(us)"))))
         bandwidth = info.get("Communication Bandwidth Info")
         for transport, values in (bandwidth.items() if isinstance(bandwidth, dict) else []):
             if transport not in TRANSPORTS or not isinstance(values, dict):
                 continue
             size, time = _number(values.get("Transit Size(MB)")), _number(values.get("Transit Time(ms)"))
             if size or time:
-                traffic.append({**{k: row[k] for k in ("step", "kind", "op_name", "group")},
-                                "transport": transport, "size_mb": size or 0.0, "time_ms": time or 0.0})
+                traffic.append((step, kind, op_name, group, transport, size or 0.0, time or 0.0))
     if malformed:
         warnings.append(f"{malformed} communication op(s) without usable time info were ignored")
     if not ops:
         raise FileProblem("holds no communication op with time info")
-    op_columns = ["step", "kind", "op_name", "group", *_TIME_KEYS, "start_us"]
-    traffic_columns = ["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"]
-    return CommunicationTables(pd.DataFrame(ops, columns=op_columns), pd.DataFrame(traffic, columns=traffic_columns))
+    return CommunicationTables(columns_from_rows(ops, OP_COLUMNS), columns_from_rows(traffic, TRAFFIC_COLUMNS))
 
 
 def _walk(document: dict[str, Any]):
@@ -99,10 +96,10 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and value >= 0 else None
 
 
-MATRIX_COLUMNS = ["step", "kind", "op_type", "group", "src", "dst", "transport", "size_mb", "time_ms"]
+MATRIX_COLUMNS = ("step", "kind", "op_type", "group", "src", "dst", "transport", "size_mb", "time_ms")
 
 
-def parse_matrix(document: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
+def parse_matrix(document: dict[str, Any], warnings: list[str]) -> Columns:
     """Flatten communication_matrix.json into one row per (step, op type, group, local src → dst link).
 
     torch_npu writes, per op type and group, ranked entries (``-top1``, ``-middle``, ``-bottom1..3``) and
@@ -110,7 +107,7 @@ def parse_matrix(document: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
     command-line layout (flat, one entry per op) is summed per op instead. ``src``/``dst`` are the ranks
     inside the communicator, as in the file.
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[Any, ...]] = []  # MATRIX_COLUMNS
     malformed = 0
     for step, kind, key, links in _walk(document):
         name, _, group = key.partition("@")
@@ -125,10 +122,10 @@ def parse_matrix(document: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
             if not (src.isdigit() and dst.isdigit()) or size is None or time is None:
                 malformed += 1
                 continue
-            rows.append({"step": step, "kind": kind, "op_type": name, "group": group, "src": int(src), "dst": int(dst),
-                         "transport": str(values.get("Transport Type") or "unknown"), "size_mb": size, "time_ms": time})
+            rows.append((step, kind, name, group, int(src), int(dst), str(values.get("Transport Type") or "unknown"), size,
+                         time))
     if malformed:
         warnings.append(f"{malformed} link(s) without usable ranks, size or time were ignored")
     if not rows:
         raise FileProblem("holds no link with a size and time")
-    return pd.DataFrame(rows, columns=MATRIX_COLUMNS)
+    return columns_from_rows(rows, MATRIX_COLUMNS)

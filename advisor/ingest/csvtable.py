@@ -64,9 +64,8 @@ def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str])
     converted = {}
     for name, values in cells.items():
         column = by_name[name]
-        converted[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_str(values)
-    frame = pd.DataFrame(converted, index=pd.RangeIndex(rows))  # one construction, not one insert per column
-    return CsvTable(path=path, frame=frame, header=[h.strip() for h in header])
+        converted[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_text(values)
+    return CsvTable(path, converted, [h.strip() for h in header], rows)
 
 
 def _arrow_cells(path: Path, header: list[str], positions: dict[str, int], warnings: list[str]
@@ -206,8 +205,12 @@ def _clean(values: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.if_else(pc.is_in(trimmed, value_set=_NULL_TOKENS), pa.scalar(None, pa.string()), trimmed)
 
 
-def _as_str(values: pa.ChunkedArray) -> pd.Series:
-    return values.to_pandas()
+def _as_text(values: pa.ChunkedArray) -> np.ndarray:
+    """Text cells as objects, missing ones NaN (as a str column's to_numpy gives them)."""
+    text = values.to_numpy(zero_copy_only=False)
+    if values.null_count:
+        text[pc.is_null(values).to_numpy(zero_copy_only=False)] = np.nan
+    return text
 
 
 def _as_float(values: pa.ChunkedArray, column: Column, warnings: list[str]) -> np.ndarray:

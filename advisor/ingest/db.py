@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from advisor.ingest.communication import TRANSPORTS
+from advisor.ingest.columns import Columns, columns_of
+from advisor.ingest.communication import TRAFFIC_COLUMNS, TRANSPORTS
 from advisor.ingest.csvtable import plausible_numbers
 from advisor.ingest.model import CommunicationTables, CsvTable, FileProblem
 from advisor.ingest.trace import API_EVENTS, FRAMEWORK_OPS, HOST_EVENTS, OVERLAP_LANES, TraceTables
@@ -162,7 +163,7 @@ def _table(db: DbTables, path: Path, frame: pd.DataFrame, text: tuple[str, ...] 
             if bad:
                 db.warnings.append(f"{bad} non-numeric value(s) in column {column!r} were treated as missing")
             frame[column] = plausible_numbers(numbers, column, db.warnings)
-    return CsvTable(path=path, frame=frame, header=list(frame.columns))
+    return CsvTable.of_frame(path, frame)
 
 
 # --- the profiler DB ------------------------------------------------------------------------------------
@@ -383,7 +384,6 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
         return None
     times = db.select("CommAnalyzerTime", ["hccl_op_name", "group_name", "elapse_time", "transit_time", "wait_time",
                                            "synchronization_time", "idle_time", "step", "type"], ["start_timestamp"])
-    key = ["step", "kind", "op_name", "group"]
     ops = pd.DataFrame({
         "step": times["step"].map(_step_number), "kind": times["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
         "op_name": times["hccl_op_name"].astype(str), "group": times["group_name"].astype(str),
@@ -397,7 +397,7 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
     ops = ops.loc[~unusable].reset_index(drop=True)
     if ops.empty:
         raise FileProblem("holds no communication op with time info")
-    traffic = pd.DataFrame(columns=[*key, "transport", "size_mb", "time_ms"])
+    traffic = pd.DataFrame(columns=list(TRAFFIC_COLUMNS))
     if db.has("CommAnalyzerBandwidth"):
         bandwidth = db.select("CommAnalyzerBandwidth", ["hccl_op_name", "group_name", "transport_type", "transit_size",
                                                          "transit_time", "step", "type"])
@@ -410,11 +410,11 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
         })
         traffic = traffic.loc[traffic["transport"].isin(TRANSPORTS)
                               & ((traffic["size_mb"] > 0) | (traffic["time_ms"] > 0))].reset_index(drop=True)
-    return CommunicationTables(ops, traffic)
+    return CommunicationTables.of_frames(ops, traffic)
 
 
 @_per_table("communication_matrix (CommAnalyzerMatrix)")
-def read_matrix(db: DbTables) -> pd.DataFrame | None:
+def read_matrix(db: DbTables) -> Columns | None:
     """CommAnalyzerMatrix as communication_matrix.json's rows (only the ``-total`` rows when there are any)."""
     if not db.has("CommAnalyzerMatrix"):
         return None
@@ -433,7 +433,7 @@ def read_matrix(db: DbTables) -> pd.DataFrame | None:
         "time_ms": pd.to_numeric(rows["transit_time"], errors="coerce"),
     }).dropna(subset=["src", "dst", "size_mb", "time_ms"])
     matrix = matrix.loc[(matrix["size_mb"] >= 0) & (matrix["time_ms"] >= 0)]
-    return matrix.astype({"src": "int64", "dst": "int64"}).reset_index(drop=True) if not matrix.empty else None
+    return columns_of(matrix.astype({"src": "int64", "dst": "int64"})) if not matrix.empty else None
 
 
 def _step_number(value: object) -> int | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from advisor.ingest.communication import TRAFFIC_COLUMNS
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
 from advisor.ingest.kinetosteps import launch_steps, launch_times, step_breakdown, step_windows
 from advisor.ingest.model import CommunicationTables, CsvTable, Provenance, RankData
@@ -49,7 +50,7 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
     steps = launch_steps(trace.gpu, trace.runtime, trace.cpu)
     breakdown = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu))
     if not breakdown.empty and not trace.gpu.empty:
-        data.step_trace = CsvTable(path, breakdown, header=list(breakdown.columns))
+        data.step_trace = CsvTable.of_frame(path, breakdown)
         partial = partial_steps(trace, steps)
         if partial:
             warnings.append(f"ProfilerStep {', '.join(map(str, partial))}: some launches have no GPU activity in the "
@@ -57,10 +58,10 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
                             "times are a lower bound")
     if not trace.gpu.empty:
         kernels = kernel_table(trace, steps)
-        data.kernels = CsvTable(path, kernels, header=list(kernels.columns))
+        data.kernels = CsvTable.of_frame(path, kernels)
     if not trace.memory.empty:
         memory = trace.memory.rename(columns={"ts": "timestamp_us"}).assign(component="PTA", active_mb=float("nan"))
-        data.memory_record = CsvTable(path, memory, header=list(memory.columns))
+        data.memory_record = CsvTable.of_frame(path, memory)
     data.trace = trace_tables(trace)
     return data
 
@@ -111,8 +112,7 @@ def attach_nccl_waits(ranks: list[RankData]) -> None:
     matched = match_nccl({r.rank: nccl_collectives(r.kineto, r.kernels.frame["step"]) for r in gpu_ranks})
     for rank in gpu_ranks:
         if rank.rank in matched:
-            rank.communication = CommunicationTables(ops=matched[rank.rank], traffic=pd.DataFrame(
-                columns=["step", "kind", "op_name", "group", "transport", "size_mb", "time_ms"]))
+            rank.communication = CommunicationTables.of_frames(matched[rank.rank], pd.DataFrame(columns=list(TRAFFIC_COLUMNS)))
 
 
 def match_nccl(per_rank: dict[int, pd.DataFrame]) -> dict[int, pd.DataFrame]:

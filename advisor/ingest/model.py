@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from advisor.vocabulary import Platform
 if TYPE_CHECKING:  # trace.py and kineto.py import FileProblem from here; pandas only names the tables' type
     import pandas as pd
 
+    from advisor.ingest.columns import Columns
     from advisor.ingest.kineto import KinetoTrace
     from advisor.ingest.trace import TraceTables
 
@@ -93,19 +95,59 @@ class Sourced:
 
 @dataclass
 class CsvTable:
-    """A CSV file read into a frame with canonical column names; ``header`` keeps the file's own names."""
+    """A CSV file read into columns with canonical names (numbers as float64, text as objects, missing as NaN);
+    ``header`` keeps the file's own names. ``frame`` is their DataFrame (text as pandas' str), built on first use: a
+    cluster's survey reads each rank's step table as columns only."""
 
     path: Path
-    frame: pd.DataFrame
+    columns: Columns
     header: list[str]
+    rows: int
+
+    @classmethod
+    def of_frame(cls, path: Path, frame: pd.DataFrame, header: list[str] | None = None) -> CsvTable:
+        """A table whose frame is made already (the header: its column names unless given)."""
+        from advisor.ingest.columns import columns_of
+
+        table = cls(path, columns_of(frame), list(frame.columns) if header is None else header, len(frame))
+        table.__dict__["frame"] = frame  # the cached frame is the one given
+        return table
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        from advisor.ingest.columns import text_frame_of
+
+        return text_frame_of(self.columns, self.rows)
 
 
 @dataclass
 class CommunicationTables:
-    """communication.json flattened: one row per op, and one per (op, transport) with traffic."""
+    """communication.json flattened: one row per op, and one per (op, transport) with traffic. Held as columns (what
+    the cluster facts read, and all a cluster's survey builds); ``ops`` and ``traffic`` are their DataFrames, built
+    on first use."""
 
-    ops: pd.DataFrame  # step, kind, op_name, group, elapse_ms, transit_ms, wait_ms, synchronization_ms, idle_ms
-    traffic: pd.DataFrame  # step, kind, op_name, group, transport, size_mb, time_ms
+    op_columns: Columns  # step, kind, op_name, group, elapse_ms, transit_ms, wait_ms, synchronization_ms, idle_ms, start_us
+    traffic_columns: Columns  # step, kind, op_name, group, transport, size_mb, time_ms
+
+    @classmethod
+    def of_frames(cls, ops: pd.DataFrame, traffic: pd.DataFrame) -> CommunicationTables:
+        from advisor.ingest.columns import columns_of
+
+        tables = cls(columns_of(ops), columns_of(traffic))
+        tables.__dict__.update(ops=ops, traffic=traffic)  # the frames given are the cached ones
+        return tables
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        from advisor.ingest.columns import frame_of
+
+        return frame_of(self.op_columns)
+
+    @cached_property
+    def traffic(self) -> pd.DataFrame:
+        from advisor.ingest.columns import frame_of
+
+        return frame_of(self.traffic_columns)
 
 
 @dataclass
@@ -123,7 +165,7 @@ class RankData(Sourced):
     kernels: CsvTable | None = None
     op_statistic: CsvTable | None = None
     communication: CommunicationTables | None = None
-    matrix: pd.DataFrame | None = None  # communication_matrix.json: step, kind, op_type, group, src, dst, transport, size_mb, time_ms
+    matrix: Columns | None = None  # communication_matrix.json: step, kind, op_type, group, src, dst, transport, size_mb, time_ms
     memory_record: CsvTable | None = None
     operator_memory: CsvTable | None = None
     module_memory: CsvTable | None = None
