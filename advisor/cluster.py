@@ -38,6 +38,7 @@ from advisor.facts.cluster import collective_stragglers
 from advisor.facts.rank import rank_facts
 from advisor.facts.reduce import FactSet, group_waits, reduce_facts, stacked, step_counts
 from advisor.facts.scope import RankFacts
+from advisor.ingest.columns import records
 from advisor.ingest.discover import discover
 from advisor.ingest.formats import format_of
 from advisor.ingest.groups import groups_by_hash
@@ -213,7 +214,7 @@ def choose_deep(ranks: Sequence[RankFacts]) -> dict[int, list[str]] | None:
     if not waits.empty:
         names = {h: g.name for r in ranks for h, g in groups_by_hash(r.meta.metadata).items()}
         stragglers = collective_stragglers(waits).sort_values(["lost_us", "group"], ascending=[False, True], kind="stable")
-        for row in stragglers.loc[stragglers["lost_us"] > 0].head(STRAGGLERS_IN_DEPTH).to_dict("records"):
+        for row in records(stragglers.loc[stragglers["lost_us"] > 0].head(STRAGGLERS_IN_DEPTH)):
             group = row["group"]
             add(row["rank"], f"straggler of communicator {names.get(group, group)} ({group}), "
                              f"{row['lost_us']:,.0f} µs per step lost waiting for it")

@@ -26,6 +26,7 @@ from advisor.facts.models import CollectiveDeltaFact, MemoryDeltaFact, OperatorD
 from advisor.facts.operators import COMMUNICATION_CORES, compute_kernels, in_steps
 from advisor.findings import build_findings
 from advisor.ingest import Profile
+from advisor.ingest.columns import records
 from advisor.render.common import fmt_pct, fmt_us, labels
 from advisor.report import Finding, Report, ToolInfo
 from advisor.rulebook import RuleBook
@@ -142,7 +143,7 @@ def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
     kernel_sources = [f"base: {base.profile.shown(r.file('kernels'))}" for r in base.profile.ranks[:2]] + \
                      [f"target: {target.profile.shown(r.file('kernels'))}" for r in target.profile.ranks[:2]]
     classes = matched_operators(base_ops, target_ops, "class").set_index("key")["diff"]
-    for position, row in enumerate(matched_operators(base_ops, target_ops, by).to_dict("records"), 1):
+    for position, row in enumerate(records(matched_operators(base_ops, target_ops, by)), 1):
         kind = str(row["key"]) if by == "class" else operator_class(str(row["key"]))
         class_diff = float(classes.get(kind, row["diff"]))
         facts.append(OperatorDeltaFact(

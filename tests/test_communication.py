@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 from builders import RankSpec, build_rank, skipped_reason
 from conftest import REAL, SAMPLE_CLUSTER
@@ -170,23 +169,6 @@ def test_notify_waits_name_the_peer_and_ignore_unusable_ones(tmp_path):
     assert named["waited_peer"] == 5 and named["waited_peer_us"] == 20.0 and named["waited_peer_share"] == 0.5
     assert named["waited_for"].startswith("local rank 5 (20 µs per step, 50%")
     assert waited_peer({}) == {}
-
-
-COLUMN_CASES = [[1, 2], [1, None], [None, None], [1.5, None], [1, 2.5], ["a", "b"], [], [None], [True, False],
-                ["a", None], [1, "a"], [0, 2**40]]
-
-
-@pytest.mark.parametrize("values", COLUMN_CASES, ids=repr)
-def test_a_column_is_what_a_dataframe_of_the_rows_gives(values):
-    """ingest.columns builds without pandas what pd.DataFrame(rows) then columns_of gave: same dtype, same values,
-    and the same frame back."""
-    from advisor.ingest.columns import column, columns_of, frame_of
-
-    rows = pd.DataFrame([{"x": v} for v in values], columns=["x"])
-    expected, built = columns_of(rows)["x"], column(values)
-    assert built.dtype == expected.dtype
-    assert [v if v == v else "NaN" for v in built.tolist()] == [v if v == v else "NaN" for v in expected.tolist()]
-    pd.testing.assert_frame_equal(frame_of({"x": built}), rows)
 
 
 def test_communication_tables_of_a_real_file_type_their_columns_as_pandas_does():

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import durable_rules_engine as dre
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import yaml
 
 from advisor.engine.encode import NotEncodable, encode, encode_number
@@ -120,6 +122,17 @@ def test_numbers_are_encoded_without_exponents():
     for bad in (float("nan"), float("inf"), -float("inf")):
         with pytest.raises(NotEncodable):
             encode_number(bad)
+
+
+scalars = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False, allow_infinity=False) | \
+    st.sampled_from([1e-4, 9.999999e-5, -1e-4, 1e16, 9.999999999999998e15, -0.0, 5e-324, 1.7976931348623157e308])
+
+
+@given(st.dictionaries(st.text(), scalars, max_size=8))
+def test_a_fact_is_encoded_as_value_by_value(payload):
+    """The flat dict of a fact goes through json.dumps; it must write what encoding each value does."""
+    assert encode(payload) == "{" + ",".join(f"{encode(k)}:{encode(v)}" for k, v in payload.items()) + "}"
+    assert "e" not in "".join(encode(v) for v in payload.values() if isinstance(v, float))
 
 
 def test_facts_refuse_nan_and_text_where_numbers_belong():

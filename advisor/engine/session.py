@@ -259,9 +259,10 @@ def _joins_hold(joins, matched: dict[str, Fact]) -> bool:
 
 
 def _engine_fields(fact: Fact) -> dict[str, Any]:
-    """The scalar fields of a fact (None dropped: a missing field fails every comparison, as intended)."""
+    """The scalar fields of a fact (None dropped: a missing field fails every comparison, as intended), read from the
+    model's own dict: a scalar field's value is what model_dump would give, at a fraction of the cost."""
     return {
         key: value
-        for key, value in fact.model_dump().items()
+        for key, value in fact.__dict__.items()
         if value is not None and isinstance(value, (str, int, float, bool)) and key != FAMILY_KEY
     }

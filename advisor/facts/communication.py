@@ -13,7 +13,7 @@ from advisor.facts.models import Fact
 from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope
 from advisor.ingest.columns import Columns
-from advisor.facts.windows import inside, profiler_step_windows
+from advisor.facts.windows import inside
 from advisor.ingest.gpu import nccl_collectives
 
 # Ops moving less than this over a transport are "small" (msprof-analyze's packet check: SDMA 16 MB, RDMA 1 MB).
@@ -356,7 +356,7 @@ def communication_tables(scope: RankScope) -> list[Fact]:
     if rank.kineto is not None and rank.kernels is not None:
         out.nccl = nccl_collectives(rank.kineto, rank.kernels.frame["step"])
     if rank.trace is not None and not rank.trace.notify.empty:
-        windows = profiler_step_windows(rank.trace.host)
+        windows = scope.host_windows
         out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
     if traits(rank.platform).collectives_carry_traffic and rank.communication is not None:
         out.traffic = rank.communication.traffic_columns

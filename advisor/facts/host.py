@@ -16,7 +16,8 @@ from advisor.facts.gpu import analysis_window, gpu_summary
 from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact
 from advisor.facts.platforms import ASCEND_RUNTIME, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
-from advisor.facts.windows import inside, profiler_step_windows
+from advisor.facts.windows import inside
+from advisor.ingest.columns import records
 from advisor.ingest.model import RankData
 from advisor.intervals import union
 
@@ -204,7 +205,7 @@ def host_facts(scope: RankScope) -> list[Fact]:
     if rank.trace is None:
         return []
     trace = rank.trace
-    windows = profiler_step_windows(trace.host)
+    windows = scope.host_windows
     path = show(rank.file("trace"))
     summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, traits(rank.platform).runtime)
     step_time = breakdown.step_time_us if breakdown is not None else None
@@ -216,7 +217,7 @@ def host_facts(scope: RankScope) -> list[Fact]:
                  gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
                  optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
     ]
-    for row in api_calls(trace.host, windows).to_dict("records"):
+    for row in records(api_calls(trace.host, windows)):
         facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[{traits(rank.platform).host_process}: {row['name']}]"],
                              rank=rank.rank, name=row["name"], calls_per_step=float(row["calls_per_step"]),
                              us_per_step=float(row["us_per_step"])))

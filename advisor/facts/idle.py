@@ -27,7 +27,6 @@ from advisor.facts.host import OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloa
 from advisor.facts.models import Fact, IdleFact
 from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, file_source
-from advisor.facts.windows import kernel_step_windows, profiler_step_windows
 from advisor.ingest.kinetosteps import first_start, launch_times, step_windows
 from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
 
@@ -155,10 +154,10 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         timed = {"start_us", "duration_us"} <= set(kernels.columns)  # a kernel table may lack Start Time
         busy = spans(kernels[["start_us", "duration_us"]].set_axis(["ts", "dur"], axis=1).dropna() if timed else pd.DataFrame())
         lanes = trace.overlap.loc[trace.overlap["lane"] == "Free"]
-        device_windows = kernel_step_windows(kernels)
-        windows = profiler_step_windows(trace.host) if not lanes.empty else device_windows
+        device_windows = scope.kernel_windows
+        windows = scope.host_windows if not lanes.empty else device_windows
         if windows.empty:
-            windows = device_windows if not device_windows.empty else profiler_step_windows(trace.host)
+            windows = device_windows if not device_windows.empty else scope.host_windows
         free = subtract(_window_set(windows), busy) if lanes.empty else union(np.concatenate(
             [intersect(spans(lanes), _window_set(windows)), _preparing(trace.overlap, windows)]))
         copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])

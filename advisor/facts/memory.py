@@ -7,18 +7,18 @@ import pandas as pd
 
 from advisor.facts.models import AllocationFact, Fact, MemoryFact
 from advisor.facts.platforms import traits
-from advisor.facts.scope import RankScope, Shown, float_or_none, file_source
-from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
-from advisor.ingest.model import RankData
+from advisor.facts.scope import RankScope, float_or_none, file_source
+from advisor.facts.windows import inside
+from advisor.ingest.columns import records
 
 MB_PER_KB = 1 / 1024
 MAX_TIMES_LISTED = 20
 
 
-def allocator_series(records: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+def allocator_series(entries: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     """The allocator's own time series: PTA+GE when graph-mode (GE) memory exists, else PTA; by time."""
-    component = "PTA+GE" if (records["component"] == "GE").any() else "PTA"
-    rows = records.loc[(records["component"] == component) & records["reserved_mb"].notna()]
+    component = "PTA+GE" if (entries["component"] == "GE").any() else "PTA"
+    rows = entries.loc[(entries["component"] == component) & entries["reserved_mb"].notna()]
     return component, rows.sort_values("timestamp_us", kind="stable")
 
 
@@ -69,12 +69,12 @@ def memory_facts(scope: RankScope) -> list[Fact]:
     if rank.memory_record is not None:
         component, series = allocator_series(rank.memory_record.frame)
         if not series.empty:
-            windows, window_source = _memory_windows(show, rank)
+            windows, window_source = _memory_windows(scope)
             drops = inside(reserved_drops(series), windows, "timestamp_us")["timestamp_us"]
             unused, unused_ratio = reserved_unused_at_peak(series)
             line = timeline(series)
-            records = rank.memory_record.frame
-            app = records.loc[records["component"] == "APP", "reserved_mb"]
+            entries = rank.memory_record.frame
+            app = entries.loc[entries["component"] == "APP", "reserved_mb"]
             sources = [file_source(show, rank, "memory_record", "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)")]
             if not windows.empty:
                 sources.append(window_source)
@@ -113,7 +113,7 @@ def memory_facts(scope: RankScope) -> list[Fact]:
             )
     if rank.operator_memory is not None:
         source = f"{show(rank.operator_memory.path)}[Name,Size(KB)]"
-        for row in top_allocators(rank.operator_memory.frame).to_dict("records"):
+        for row in records(top_allocators(rank.operator_memory.frame)):
             facts.append(
                 AllocationFact(
                     id=f"allocation:r{rank.rank}:{row['position']}",
@@ -130,12 +130,12 @@ def memory_facts(scope: RankScope) -> list[Fact]:
     return facts
 
 
-def _memory_windows(show: Shown, rank: RankData) -> tuple[pd.DataFrame, str]:
+def _memory_windows(scope: RankScope) -> tuple[pd.DataFrame, str]:
     """The step windows allocator events are counted in, and their source. A PyTorch trace's [memory] events
     are host-side allocator calls, so its host ProfilerStep windows; on Ascend the device windows of the kernels."""
+    show, rank = scope.show, scope.rank
     if traits(rank.platform).allocator_on_host and rank.trace is not None:
-        windows = profiler_step_windows(rank.trace.host)
+        windows = scope.host_windows
         if not windows.empty:
             return windows, f"{show(rank.file('trace'))}[ProfilerStep#N windows]"
-    windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
-    return windows, file_source(show, rank, "kernels", "Step Id,Start Time(us),Duration(us)")
+    return scope.kernel_windows, file_source(show, rank, "kernels", "Step Id,Start Time(us),Duration(us)")

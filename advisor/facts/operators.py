@@ -9,6 +9,7 @@ from advisor.facts.context import core_counts_of, device_entry
 from advisor.facts.models import Fact, OperatorFact
 from advisor.facts.scope import RankScope, float_or_none, file_source
 from advisor.ingest.ascend import PIPE_RATIOS
+from advisor.ingest.columns import records
 
 COMMUNICATION_CORES = frozenset({"HCCL", "COMMUNICATION"})
 COPY_CORES = frozenset({"MEMORY"})  # memory copies and sets of a GPU trace: device time, but not compute
@@ -192,7 +193,7 @@ def operator_facts(scope: RankScope) -> list[Fact]:
     device = device_entry(rank.device_info)
     cores = core_counts_of(device)
     facts = []
-    for row in stats.to_dict("records"):
+    for row in records(stats):
         share_of_step = min(row["total_us_per_step"] / step_time, 1.0) if step_time else None
         facts.append(
             OperatorFact(

@@ -61,7 +61,7 @@ from advisor.facts.models import (
     TransportFact,
 )
 from advisor.facts.scope import RankFacts, RankMeta, file_source, metadata_source
-from advisor.ingest.columns import Columns, columns_of
+from advisor.ingest.columns import Columns, columns_of, records
 from advisor.facts.sequences import mc2_candidates
 from advisor.facts.steps import mean_step, times
 from advisor.ingest.gpu import match_nccl
@@ -164,7 +164,7 @@ def _ranks_by_group(ops: pd.DataFrame) -> dict[str, set[int]]:
 def _by_rank(summary: pd.DataFrame | None) -> dict[int, list[dict]]:
     """A summary's rows as records (without their rank), per rank."""
     rows: dict[int, list[dict]] = {}
-    for row in summary.to_dict("records") if summary is not None else []:
+    for row in records(summary) if summary is not None else []:
         rows.setdefault(row.pop("rank"), []).append(row)
     return rows
 
@@ -220,7 +220,7 @@ def _mc2_facts(scope: ProfileScope) -> list[Fact]:
     if rank is None or rank.mc2 is None:
         return []
     return [_mc2_fact(rank.meta.rank, row, rank.mc2.step_time, rank.mc2.sources)
-            for row in mc2_candidates(rank.mc2.pairs, rank.mc2.step_count, scope.groups).to_dict("records")]
+            for row in records(mc2_candidates(rank.mc2.pairs, rank.mc2.step_count, scope.groups))]
 
 
 def _attach_nccl(ranks: list[RankFacts]) -> None:
@@ -334,7 +334,7 @@ def _spread_facts(scope: ProfileScope) -> list[Fact]:
     sources = sorted({src for b in breakdowns for src in b.sources})
     return [
         SpreadFact(id=f"spread:{row['dimension']}", sources=sources, **row)
-        for row in rank_spreads(table).to_dict("records")
+        for row in records(rank_spreads(table))
     ]
 
 
@@ -454,7 +454,7 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
     members = cluster.members
     mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
     facts: list[Fact] = []
-    for row in collective_stragglers(rows).to_dict("records"):
+    for row in records(collective_stragglers(rows)):
         group = known.get(row["group"])
         size = members[row["group"]].size if row["group"] in members else None
         # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators
@@ -486,7 +486,7 @@ def _link_facts(scope: ProfileScope) -> list[Fact]:
     links["source"] = links["rank"].map(sources)
     links["median_ratio"] = median_ratios(links["bandwidth_gbps"], links["transport"])
     facts: list[Fact] = []
-    for row in links.to_dict("records"):
+    for row in records(links):
         nominal = nominal_bandwidth(hardware, row["transport"])
         facts.append(LinkFact(
             # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators

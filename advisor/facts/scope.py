@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pandas as pd
 
 from advisor.facts.context import hardware_from_header
 from advisor.facts.models import BreakdownFact, Fact, StepFact
+from advisor.facts.windows import WINDOW_COLUMNS, kernel_step_windows, profiler_step_windows
 from advisor.ingest.columns import Columns
 from advisor.ingest.model import Provenance, RankData, Sourced
 from advisor.usercontext import UserContext
@@ -122,6 +124,18 @@ class RankScope:
     @property
     def breakdown(self) -> BreakdownFact | None:
         return self.out.breakdown
+
+    @cached_property
+    def host_windows(self) -> pd.DataFrame:
+        """The trace's host ProfilerStep#N windows (none without a trace), found once for every family (read-only)."""
+        trace = self.rank.trace
+        return profiler_step_windows(trace.host) if trace is not None else pd.DataFrame(columns=WINDOW_COLUMNS)
+
+    @cached_property
+    def kernel_windows(self) -> pd.DataFrame:
+        """The kernels' device window per Step Id (none without a kernel table), found once (read-only)."""
+        kernels = self.rank.kernels
+        return kernel_step_windows(kernels.frame) if kernels is not None else pd.DataFrame(columns=WINDOW_COLUMNS)
 
 
 def file_source(show: Shown, rank: RankData | RankMeta, table: str, columns: str) -> str:

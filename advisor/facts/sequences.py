@@ -18,6 +18,7 @@ from advisor.facts.models import ChainFact, ContentionFact, Fact, SequenceFact
 from advisor.facts.operators import COMMUNICATION_CORES, distinct_steps, in_steps
 from advisor.facts.platforms import traits
 from advisor.facts.scope import Mc2Pairs, RankScope, file_source
+from advisor.ingest.columns import records
 
 MAX_PAIRS = 150
 MATMUL = re.compile(r"^(MatMul|BatchMatMul)", re.IGNORECASE)
@@ -397,7 +398,7 @@ def sequence_facts(scope: RankScope) -> list[Fact]:
     step_count = len(step_numbers) or distinct_steps(timeline)
     step_time = breakdown.step_time_us if breakdown is not None and breakdown.step_time_us > 0 else None
     facts: list[Fact] = []
-    for index, row in enumerate(kernel_pairs(timeline, step_count).to_dict("records")):
+    for index, row in enumerate(records(kernel_pairs(timeline, step_count))):
         both = row["first_us_per_step"] + row["second_us_per_step"]
         facts.append(
             SequenceFact(
@@ -412,7 +413,7 @@ def sequence_facts(scope: RankScope) -> list[Fact]:
                 share_of_step=min(both / step_time, 1.0) if step_time else None,
             )
         )
-    for row in decomposed_chains(timeline, step_count).to_dict("records"):
+    for row in records(decomposed_chains(timeline, step_count)):
         facts.append(ChainFact(
             id=f"chain:r{rank.rank}:{row['pattern']}",
             sources=[file_source(show, rank, "kernels", "Step Id,Type,Start Time(us),Duration(us),Input Shapes")],

@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.models import BreakdownFact, Fact, StepFact
-from advisor.facts.scope import RankScope, Shown, file_source, float_or_none
+from advisor.facts.scope import RankScope, file_source, float_or_none
 from advisor.ingest.columns import Columns, columns_of
-from advisor.facts.windows import kernel_step_windows, profiler_step_windows, window_of
-from advisor.ingest.model import RankData
+from advisor.facts.windows import window_of
 
 TIME_COLUMNS = (
     "compute_us",
@@ -118,10 +117,10 @@ def step_facts(scope: RankScope) -> list[Fact]:
     """The rank's step facts (at most MAX_STEP_FACTS of them listed; ``scope.steps`` keeps every one) and its step
     numbers (else those of the host's ProfilerStep windows)."""
     rank, warnings = scope.rank, scope.out.warnings
-    steps = scope.steps = _all_step_facts(scope.show, rank, warnings)
+    steps = scope.steps = _all_step_facts(scope)
     scope.out.steps = {s.step for s in steps if s.step is not None}
     if not steps and rank.trace is not None:  # no device breakdown, but the host recorded step boundaries
-        scope.out.steps.update(int(n) for n in profiler_step_windows(rank.trace.host)["step"])
+        scope.out.steps.update(int(n) for n in scope.host_windows["step"])
     return listed_steps(steps, rank.rank, warnings)
 
 
@@ -131,8 +130,9 @@ def breakdown_facts(scope: RankScope) -> list[Fact]:
     return [breakdown] if breakdown is not None else []
 
 
-def _all_step_facts(show: Shown, rank: RankData, warnings: list[str]) -> list[StepFact]:
-    lanes = _steps_from_trace(rank)
+def _all_step_facts(scope: RankScope) -> list[StepFact]:
+    show, rank, warnings = scope.show, scope.rank, scope.out.warnings
+    lanes = _steps_from_trace(scope)
     trace_path = show(rank.file("trace"))
     if rank.step_trace is not None:
         table, shown = rank.step_trace.columns, show(rank.step_trace.path)
@@ -180,14 +180,13 @@ def listed_steps(steps: list[StepFact], rank: int, warnings: list[str]) -> list[
     return [steps[i] for i in sorted(keep)]
 
 
-def _steps_from_trace(rank: RankData) -> pd.DataFrame | None:
+def _steps_from_trace(scope: RankScope) -> pd.DataFrame | None:
     """Step rows rebuilt from the trace's Overlap Analysis lanes, per kernel (else ProfilerStep) window."""
-    if rank.trace is None or rank.trace.overlap.empty:
+    trace = scope.rank.trace
+    if trace is None or trace.overlap.empty:
         return None
-    windows = kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else pd.DataFrame()
-    if windows.empty:
-        windows = profiler_step_windows(rank.trace.host)
-    lanes = steps_from_overlap(rank.trace.overlap, windows)
+    windows = scope.kernel_windows if not scope.kernel_windows.empty else scope.host_windows
+    lanes = steps_from_overlap(trace.overlap, windows)
     return lanes if not lanes.empty else None
 
 

@@ -50,3 +50,19 @@ def text_frame_of(columns: Columns, rows: int) -> pd.DataFrame:
     is missing) and the others numbers."""
     return pd.DataFrame({name: pd.array(values, dtype="str") if values.dtype == object else values
                          for name, values in columns.items()}, index=pd.RangeIndex(rows))
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """``frame.to_dict("records")``, column by column: pandas builds each row cell by cell, which on text columns
+    costs several times more (a 512-rank cluster's 3,584 link rows: 28 ms)."""
+    names = [str(name) for name in frame.columns]
+    columns = [_python_values(frame.iloc[:, position]) for position in range(len(names))]
+    return [dict(zip(names, row)) for row in zip(*columns)] if names else [{} for _ in range(len(frame))]
+
+
+def _python_values(series: pd.Series) -> list[Any]:
+    """A column's cells as to_dict gives them (Python scalars): numpy and text columns at once, others through
+    to_dict itself (nullable and categorical types, whose missing values it writes its own way)."""
+    if isinstance(series.dtype, (np.dtype, pd.StringDtype)):
+        return series.tolist()
+    return [row["cell"] for row in series.to_frame("cell").to_dict("records")]
