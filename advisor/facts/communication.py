@@ -93,18 +93,19 @@ def link_summary(matrix: pd.DataFrame, groups: dict[int, dict[str, tuple[str, tu
     if summary.empty:
         return summary
     per_step = _per_step(summary["rank"], steps)
-    keys = list(zip(summary["rank"], summary["group"]))
+    keys = list(zip(summary["rank"].tolist(), summary["group"].tolist()))  # tolist: iterating text cells is slow
+    local_src, local_dst = summary["src"].tolist(), summary["dst"].tolist()
 
     def global_rank(rank: int, group: str, local: int) -> int | None:
         known = groups.get(rank, {}).get(group)
         return known[1][local] if known is not None and 0 <= local < len(known[1]) else None
 
-    src = [global_rank(r, g, s) for (r, g), s in zip(keys, summary["src"])]
-    dst = [global_rank(r, g, d) for (r, g), d in zip(keys, summary["dst"])]
+    src = [global_rank(r, g, s) for (r, g), s in zip(keys, local_src)]
+    dst = [global_rank(r, g, d) for (r, g), d in zip(keys, local_dst)]
     mapped = [s is not None and d is not None for s, d in zip(src, dst)]
     summary["ranks_are_global"] = mapped
-    summary["src_rank"] = [s if m else int(local) for s, m, local in zip(src, mapped, summary["src"])]
-    summary["dst_rank"] = [d if m else int(local) for d, m, local in zip(dst, mapped, summary["dst"])]
+    summary["src_rank"] = [s if m else int(local) for s, m, local in zip(src, mapped, local_src)]
+    summary["dst_rank"] = [d if m else int(local) for d, m, local in zip(dst, mapped, local_dst)]
     summary["group_name"] = [groups.get(r, {}).get(g, (g,))[0] for r, g in keys]
     summary["size_mb_per_step"] = summary["size_mb"] / per_step
     summary["time_us_per_step"] = summary["time_ms"] * 1000 / per_step
