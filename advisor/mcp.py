@@ -276,7 +276,7 @@ def _context(env: Mapping[str, object] | None, context: Mapping[str, object] | N
 
 
 def _json(data: Any) -> str:
-    return json_text(data, allow_nan=False)
+    return json_text(data)
 
 
 def _book(rules: list[str] | None, skip_broken: bool = False) -> "RuleBook":

@@ -135,6 +135,6 @@ def _fields(value) -> dict:
 
 
 def _print_json(data: dict) -> None:
-    import json
+    from advisor.jsontext import json_text
 
-    typer.echo(json.dumps(data, indent=2, default=lambda v: _fields(v), ensure_ascii=False))
+    typer.echo(json_text(data, default=_fields), nl=False)

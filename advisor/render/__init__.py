@@ -24,7 +24,7 @@ __all__ = ["DOCUMENTS", "View", "render_html", "render_json", "render_markdown",
 def render_json(report: Report, view: View = FULL) -> str:
     """The JSON report (design §4.3), with the findings ``view`` keeps: same input, byte-identical output."""
     document = filtered_report(report, view).model_dump(mode="json")
-    return json_text(document, allow_nan=False)
+    return json_text(document)
 
 
 # The document formats by name: where a renderer of a Report is registered (``advisor.render`` and the command

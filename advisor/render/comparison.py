@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def render_comparison_json(comparison: Comparison) -> str:
-    return json_text(comparison.model_dump(mode="json"), allow_nan=False)
+    return json_text(comparison.model_dump(mode="json"))
 
 
 def render_comparison_markdown(comparison: Comparison) -> str:
