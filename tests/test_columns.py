@@ -1,10 +1,13 @@
-"""advisor.ingest.columns: small tables built as columns without pandas must be what pandas would have built."""
+"""What advisor computes column-wise, without building a DataFrame or looping in pandas, must be what pandas computes:
+small tables built as columns (ingest.columns), distinct step counts and the stragglers of the reduce."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from advisor.ingest.columns import column, columns_of, frame_of, records
 
@@ -38,3 +41,46 @@ def test_records_are_to_dict_records_for_every_kind_of_column():
     }, index=[5, 3, 9])
     assert _shown(records(frame)) == _shown(frame.to_dict("records"))
     assert records(frame.iloc[:0]) == [] and records(pd.DataFrame(index=range(2))) == [{}, {}]
+
+
+cells = st.sampled_from([None, np.nan, 1, 2, 1.0, "x", True])
+
+
+@given(st.lists(cells, max_size=8))
+def test_distinct_steps_count_as_pandas_counts_them(values):
+    from advisor.facts.reduce import _distinct
+
+    objects = np.empty(len(values), dtype=object)
+    objects[:] = values
+    assert _distinct(objects) == pd.Series(objects).nunique(dropna=False)
+    numbers = np.array([v for v in values if isinstance(v, float)], dtype=float)
+    assert _distinct(numbers) == pd.Series(numbers).nunique(dropna=False)
+
+
+def _stragglers_by_group(waits: pd.DataFrame) -> pd.DataFrame:
+    """The definition of facts.cluster.collective_stragglers, group by group in pandas."""
+    rows = []
+    for group, members in waits.groupby("group", sort=True):
+        if len(members) < 2:
+            continue
+        ordered = members.sort_values(["wait_us", "rank"], kind="stable")
+        slow, others = ordered.iloc[0], ordered.iloc[1:]
+        rows.append({"group": group, "ranks": len(members), "rank": int(slow["rank"]),
+                     "straggler_wait_us": float(slow["wait_us"]), "others_wait_us": float(others["wait_us"].mean()),
+                     "lost_us": max(float(others["wait_us"].mean() - slow["wait_us"]), 0.0),
+                     "max_wait_rank": int(ordered.iloc[-1]["rank"])})
+    return pd.DataFrame(rows, columns=["group", "ranks", "rank", "straggler_wait_us", "others_wait_us", "lost_us",
+                                       "max_wait_rank"])
+
+
+member = st.tuples(st.integers(0, 15), st.sampled_from(["b", "a", "c10", "c2", None]),
+                   st.sampled_from([np.nan, 5.0, 0.30000000000000004, 1e-3, 123.456, 7.25]))
+
+
+@given(st.lists(member, max_size=30))
+def test_stragglers_are_found_as_group_by_group(members):
+    from advisor.facts.cluster import collective_stragglers
+
+    waits = pd.DataFrame(members, columns=["rank", "group", "wait_us"]).astype({"wait_us": float})
+    pd.testing.assert_frame_equal(collective_stragglers(waits), _stragglers_by_group(waits), check_exact=True,
+                                  check_dtype=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 DIMENSIONS = {"compute": "compute_us", "communication": "comm_not_overlapped_us", "free": "free_us"}
@@ -151,18 +152,20 @@ def collective_stragglers(waits: pd.DataFrame) -> pd.DataFrame:
     synchronous collective everybody waits for the last rank to arrive, which itself waits least: the rank
     with the smallest wait is the straggler, and the others' mean wait beyond its own is time lost to it.
     """
+    ordered = waits.loc[waits["group"].notna()].sort_values(["group", "wait_us", "rank"], kind="stable")
+    groups, ranks = ordered["group"].to_numpy(object), ordered["rank"].to_numpy()
+    wait = ordered["wait_us"].to_numpy(float)
+    bounds = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1), len(groups)]
     rows = []
-    for group, members in waits.groupby("group", sort=True):
-        if len(members) < 2:
+    for start, end in zip(bounds[:-1], bounds[1:]):  # each group's members, the least waiting first
+        if end - start < 2:
             continue
-        ordered = members.sort_values(["wait_us", "rank"], kind="stable")
-        slow = ordered.iloc[0]
-        others = ordered.iloc[1:]
+        others = wait[start + 1:end]
+        missing = np.isnan(others)  # a mean as pandas takes it: NaN left out, the sum over the rest in place
+        mean = float(np.where(missing, 0.0, others).sum() / (len(others) - missing.sum())) if not missing.all() else np.nan
         rows.append({
-            "group": group, "ranks": len(members), "rank": int(slow["rank"]), "straggler_wait_us": float(slow["wait_us"]),
-            "others_wait_us": float(others["wait_us"].mean()),
-            "lost_us": max(float(others["wait_us"].mean() - slow["wait_us"]), 0.0),
-            "max_wait_rank": int(ordered.iloc[-1]["rank"]),
+            "group": groups[start], "ranks": end - start, "rank": int(ranks[start]), "straggler_wait_us": float(wait[start]),
+            "others_wait_us": mean, "lost_us": max(mean - float(wait[start]), 0.0), "max_wait_rank": int(ranks[end - 1]),
         })
     return pd.DataFrame(rows, columns=["group", "ranks", "rank", "straggler_wait_us", "others_wait_us", "lost_us",
                                        "max_wait_rank"])

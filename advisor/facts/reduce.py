@@ -145,15 +145,28 @@ def stacked(tables: dict[int, Columns]) -> pd.DataFrame:
     lengths = [len(next(iter(table.values()), ())) for table in tables.values()]
     data: dict[str, Any] = {"rank": np.repeat(np.array(list(tables), dtype="int64"), lengths)}
     for name in names:
-        parts = [table.get(name, np.full(length, None)) for table, length in zip(tables.values(), lengths)]
+        parts = [table[name] if name in table else np.full(length, None) for table, length in zip(tables.values(), lengths)]
         data[name] = np.concatenate(parts) if parts else []
     return pd.DataFrame(data)
 
 
 def step_counts(ops_by_rank: dict[int, Columns]) -> pd.Series:
     """Per rank: the steps its communication ops cover (at least 1)."""
-    return pd.Series({rank: max(int(pd.Series(ops["step"]).nunique(dropna=False)), 1)
-                      for rank, ops in ops_by_rank.items()}, dtype="int64")
+    return pd.Series({rank: max(_distinct(ops["step"]), 1) for rank, ops in ops_by_rank.items()}, dtype="int64")
+
+
+_NAN = object()
+
+
+def _distinct(values: np.ndarray) -> int:
+    """How many distinct values, a missing one counted once, as ``pd.Series(values).nunique(dropna=False)`` counts
+    them (None and NaN apart among objects) without building a Series per rank."""
+    if values.dtype != object:
+        return len(np.unique(values))  # NaNs count as one value
+    cells = values.tolist()
+    if any(isinstance(cell, str) for cell in cells):  # pandas reads these as text, where every missing value is one
+        return int(pd.Series(values).nunique(dropna=False))
+    return len({_NAN if isinstance(cell, float) and cell != cell else cell for cell in cells})
 
 
 def _ranks_by_group(ops: pd.DataFrame) -> dict[str, set[int]]:
