@@ -175,8 +175,10 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     program_syncs, item_syncs, copy_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
     copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
 
+    syncs, item_spans, copy_spans = spans(program_syncs), spans(item_syncs), spans(copy_syncs)
+
     def parts_of(idle: np.ndarray) -> dict[str, float]:
-        return attribute_idle(idle, busy, host, spans(program_syncs), copies, tasks, spans(item_syncs), spans(copy_syncs))
+        return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans)
 
     typical = windows.loc[~outlier_mask(windows)]
     typical_idle = intersect(free, _window_set(typical)) if len(typical) < len(windows) else free
