@@ -14,6 +14,7 @@ from stat import S_ISREG
 from typing import Any, TypeVar
 
 import orjson
+import numpy as np
 import pandas as pd
 
 from advisor.ingest.communication import parse_communication, parse_matrix
@@ -358,9 +359,12 @@ def _device_info_file(rank_dir: Path) -> Path | None:
 
 
 def _first_device_id(*tables: CsvTable | None) -> int | None:
+    """The first Device_id the tables record (read from their columns: a survey never builds their frames)."""
     for table in tables:
-        if table is not None and "device_id" in table.frame and table.frame["device_id"].notna().any():
-            return int(table.frame["device_id"].dropna().iloc[0])
+        values = table.columns.get("device_id") if table is not None else None
+        present = np.flatnonzero(~pd.isna(values)) if values is not None else []
+        if len(present):
+            return int(values[present[0]])
     return None
 
 
