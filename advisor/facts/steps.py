@@ -132,7 +132,7 @@ def breakdown_facts(scope: RankScope) -> list[Fact]:
 
 def _all_step_facts(scope: RankScope) -> list[StepFact]:
     show, rank, warnings = scope.show, scope.rank, scope.out.warnings
-    lanes = _steps_from_trace(scope)
+    lanes = _lanes_in_steps(scope)
     trace_path = show(rank.file("trace"))
     if rank.step_trace is not None:
         table, shown = rank.step_trace.columns, show(rank.step_trace.path)
@@ -140,7 +140,7 @@ def _all_step_facts(scope: RankScope) -> list[StepFact]:
         if lanes is not None and not _agree(table, lanes):
             warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of {trace_path}")
     elif lanes is not None:
-        table, shown = columns_of(lanes), trace_path
+        table, shown = columns_of(steps_from_overlap(rank.trace.overlap, _lane_windows(scope))), trace_path
         source = f"{trace_path}[Overlap Analysis: Computing, Communication(Not Overlapped), Communication, Free]"
         warnings.append(f"{show(rank.file('step_trace'))} is missing; the step breakdown of "
                         f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
@@ -180,18 +180,27 @@ def listed_steps(steps: list[StepFact], rank: int, warnings: list[str]) -> list[
     return [steps[i] for i in sorted(keep)]
 
 
-def _steps_from_trace(scope: RankScope) -> pd.DataFrame | None:
-    """Step rows rebuilt from the trace's Overlap Analysis lanes, per kernel (else ProfilerStep) window."""
+def _lane_windows(scope: RankScope) -> pd.DataFrame:
+    """The windows the Overlap Analysis lanes are summed in: the kernels' steps, else the ProfilerStep windows."""
+    return scope.kernel_windows if not scope.kernel_windows.empty else scope.host_windows
+
+
+def _lanes_in_steps(scope: RankScope) -> pd.DataFrame | None:
+    """The trace's Overlap Analysis events of the step lanes that start in a step window (all of them without
+    windows): what steps_from_overlap sums; None when there are none."""
     trace = scope.rank.trace
     if trace is None or trace.overlap.empty:
         return None
-    windows = scope.kernel_windows if not scope.kernel_windows.empty else scope.host_windows
-    lanes = steps_from_overlap(trace.overlap, windows)
+    windows = _lane_windows(scope)
+    lanes = trace.overlap.loc[trace.overlap["lane"].isin(_LANES)]
+    if not windows.empty:
+        lanes = lanes.loc[window_of(lanes, windows).notna()]
     return lanes if not lanes.empty else None
 
 
 def _agree(step_trace: Columns, lanes: pd.DataFrame) -> bool:
-    written, rebuilt = np.nansum(step_trace["computing_us"]), lanes["computing_us"].sum()
+    """Whether step_trace_time's Computing is within 1 % of the Computing lane's events in the steps."""
+    written, rebuilt = np.nansum(step_trace["computing_us"]), lanes.loc[lanes["lane"] == "Computing", "dur"].sum()
     return abs(written - rebuilt) <= 0.01 * max(written, rebuilt, 1e-9)
 
 
