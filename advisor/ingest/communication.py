@@ -58,7 +58,7 @@ def parse_communication(document: dict[str, Any], warnings: list[str]) -> Commun
         warnings.append(f"{malformed} communication op(s) without usable time info were ignored")
     if not ops:
         raise FileProblem("holds no communication op with time info")
-    return CommunicationTables(columns_from_rows(ops, OP_COLUMNS), columns_from_rows(traffic, TRAFFIC_COLUMNS))
+    return CommunicationTables.of_columns(columns_from_rows(ops, OP_COLUMNS), columns_from_rows(traffic, TRAFFIC_COLUMNS))
 
 
 def _walk(document: dict[str, Any]):

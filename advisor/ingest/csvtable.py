@@ -65,7 +65,7 @@ def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str])
     for name, values in cells.items():
         column = by_name[name]
         converted[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_text(values)
-    return CsvTable(path, converted, [h.strip() for h in header], rows)
+    return CsvTable.of_columns(path, converted, [h.strip() for h in header], rows)
 
 
 def _arrow_cells(path: Path, header: list[str], positions: dict[str, int], warnings: list[str]

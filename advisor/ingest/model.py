@@ -95,23 +95,34 @@ class Sourced:
 
 @dataclass
 class CsvTable:
-    """A CSV file read into columns with canonical names (numbers as float64, text as objects, missing as NaN);
-    ``header`` keeps the file's own names. ``frame`` is their DataFrame (text as pandas' str), built on first use: a
-    cluster's survey reads each rank's step table as columns only."""
+    """A CSV file read into a table with canonical column names; ``header`` keeps the file's own names. The table is
+    held as ``columns`` (numbers as float64, text as objects, missing as NaN) or as a ``frame`` (text as pandas' str),
+    whichever it was made as (``of_columns``, ``of_frame``); the other is built on first use. A cluster's survey reads
+    each rank's step table as columns only, and a trace's large kernel table is never copied into columns unless read
+    so."""
 
     path: Path
-    columns: Columns
     header: list[str]
     rows: int
 
     @classmethod
+    def of_columns(cls, path: Path, columns: Columns, header: list[str], rows: int) -> CsvTable:
+        table = cls(path, header, rows)
+        table.__dict__["columns"] = columns  # cached_property's own slot
+        return table
+
+    @classmethod
     def of_frame(cls, path: Path, frame: pd.DataFrame, header: list[str] | None = None) -> CsvTable:
-        """A table whose frame is made already (the header: its column names unless given)."""
+        """A table made as a DataFrame (the header: its column names unless given)."""
+        table = cls(path, list(frame.columns) if header is None else header, len(frame))
+        table.__dict__["frame"] = frame
+        return table
+
+    @cached_property
+    def columns(self) -> Columns:
         from advisor.ingest.columns import columns_of
 
-        table = cls(path, columns_of(frame), list(frame.columns) if header is None else header, len(frame))
-        table.__dict__["frame"] = frame  # the cached frame is the one given
-        return table
+        return columns_of(self.frame)
 
     @cached_property
     def frame(self) -> pd.DataFrame:
@@ -120,22 +131,36 @@ class CsvTable:
         return text_frame_of(self.columns, self.rows)
 
 
-@dataclass
 class CommunicationTables:
-    """communication.json flattened: one row per op, and one per (op, transport) with traffic. Held as columns (what
-    the cluster facts read, and all a cluster's survey builds); ``ops`` and ``traffic`` are their DataFrames, built
-    on first use."""
+    """communication.json flattened: one row per op (``ops``: step, kind, op_name, group, elapse_ms, transit_ms,
+    wait_ms, synchronization_ms, idle_ms, start_us), and one per (op, transport) with traffic (``traffic``: step,
+    kind, op_name, group, transport, size_mb, time_ms). Held as columns (``op_columns``, ``traffic_columns``: what the
+    cluster facts read, and all a cluster's survey builds) or as DataFrames, whichever they were made as; the other
+    is built on first use."""
 
-    op_columns: Columns  # step, kind, op_name, group, elapse_ms, transit_ms, wait_ms, synchronization_ms, idle_ms, start_us
-    traffic_columns: Columns  # step, kind, op_name, group, transport, size_mb, time_ms
+    @classmethod
+    def of_columns(cls, ops: Columns, traffic: Columns) -> CommunicationTables:
+        tables = cls()
+        tables.__dict__.update(op_columns=ops, traffic_columns=traffic)  # cached_property's own slots
+        return tables
 
     @classmethod
     def of_frames(cls, ops: pd.DataFrame, traffic: pd.DataFrame) -> CommunicationTables:
+        tables = cls()
+        tables.__dict__.update(ops=ops, traffic=traffic)
+        return tables
+
+    @cached_property
+    def op_columns(self) -> Columns:
         from advisor.ingest.columns import columns_of
 
-        tables = cls(columns_of(ops), columns_of(traffic))
-        tables.__dict__.update(ops=ops, traffic=traffic)  # the frames given are the cached ones
-        return tables
+        return columns_of(self.ops)
+
+    @cached_property
+    def traffic_columns(self) -> Columns:
+        from advisor.ingest.columns import columns_of
+
+        return columns_of(self.traffic)
 
     @cached_property
     def ops(self) -> pd.DataFrame:
