@@ -303,3 +303,16 @@ def test_shell_completion():
     done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['advisor']; from advisor.cli import main; main()"],
                           capture_output=True, text=True, timeout=120, env={**os.environ, **env})
     assert done.stdout.split() == ["host.device_idle"]
+
+
+def test_a_command_unfreezes_what_it_froze_out_of_the_collector():
+    """with_progress freezes the objects made before the work (fewer collector passes) and unfreezes them after, so
+    a process that runs several commands (tests, a notebook) can still collect them."""
+    import gc
+
+    from advisor.cli.output import with_progress
+    from advisor.runoptions import RunOptions
+
+    before = gc.get_freeze_count()
+    during = with_progress("Working", RunOptions(), lambda options: gc.get_freeze_count())
+    assert during > before and gc.get_freeze_count() == before

@@ -3,6 +3,8 @@ small tables built as columns (ingest.columns), distinct step counts and the str
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +15,7 @@ from advisor.ingest.columns import column, columns_of, frame_of, records
 
 
 COLUMN_CASES = [[1, 2], [1, None], [None, None], [1.5, None], [1, 2.5], ["a", "b"], [], [None], [True, False],
-                ["a", None], [1, "a"], [0, 2**40]]
+                ["a", None], [1, "a"], [0, 2**40], [2**63], [2**64], [None, 2**70], [1.5, 2**70], [-(2**63), 1]]
 
 
 @pytest.mark.parametrize("values", COLUMN_CASES, ids=repr)
@@ -25,8 +27,7 @@ def test_a_column_is_what_a_dataframe_of_the_rows_gives(values):
     assert built.dtype == expected.dtype
     assert [v if v == v else "NaN" for v in built.tolist()] == [v if v == v else "NaN" for v in expected.tolist()]
     pd.testing.assert_frame_equal(frame_of({"x": built}), rows)
-
-
+    assert not built.flags.writeable  # a frame of these columns shares them
 
 
 def _shown(rows: list[dict]) -> list[list[tuple[str, str, str]]]:
@@ -38,6 +39,7 @@ def test_records_are_to_dict_records_for_every_kind_of_column():
         "text": ["a", None, "c"], "int": [1, 2, 3], "float": [1.5, np.nan, 2.0], "bool": [True, False, True],
         "object": pd.Series([None, "x", 3], dtype=object), "nullable": pd.array([1, None, 3], dtype="Int64"),
         "time": pd.to_datetime(["2020-01-01", None, "2021-01-01"]), "category": pd.Categorical(["x", "y", None]),
+        "numpy scalars": pd.Series([np.int64(3), np.float64(0.5), None], dtype=object), 7: ["a name", "that is", "no text"],
     }, index=[5, 3, 9])
     assert _shown(records(frame)) == _shown(frame.to_dict("records"))
     assert records(frame.iloc[:0]) == [] and records(pd.DataFrame(index=range(2))) == [{}, {}]
@@ -84,3 +86,16 @@ def test_stragglers_are_found_as_group_by_group(members):
     waits = pd.DataFrame(members, columns=["rank", "group", "wait_us"]).astype({"wait_us": float})
     pd.testing.assert_frame_equal(collective_stragglers(waits), _stragglers_by_group(waits), check_exact=True,
                                   check_dtype=False)
+
+
+def test_a_table_reads_one_column_from_the_form_it_holds_and_is_made_by_its_constructors():
+    from advisor.ingest.model import CommunicationTables, CsvTable
+
+    frame = pd.DataFrame({"name": ["MatMul", "Add"], "device_id": [np.nan, 3.0]})
+    table = CsvTable.of_frame(Path("kernel_details.csv"), frame)
+    assert table.values("device_id").tolist()[1] == 3.0 and table.values("absent") is None
+    assert "columns" not in table.__dict__  # reading one column copied nothing
+    with pytest.raises(TypeError, match="constructors"):
+        _ = CsvTable(Path("x.csv"), [], 0).frame
+    with pytest.raises(TypeError, match="constructors"):
+        _ = CommunicationTables().ops

@@ -22,7 +22,8 @@ class NotEncodable(ValueError):
 
 def encode(value: Any) -> str:
     """Encode dicts, lists, strings, bools, ints, finite floats and None as engine-safe JSON."""
-    if type(value) is dict and all(map(_plain, value.values())):  # a fact: json.dumps writes it the same, in C
+    if type(value) is dict and all(type(key) is str for key in value) and all(map(_plain, value.values())):
+        # a fact: json.dumps writes it the same, in C
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if value is None:
         return "null"

@@ -17,6 +17,7 @@ import orjson
 import numpy as np
 import pandas as pd
 
+from advisor.ingest.columns import Columns
 from advisor.ingest.communication import parse_communication, parse_matrix
 from advisor.ingest.csvtable import Column, read_csv_table, read_header
 from advisor.ingest.db import (
@@ -333,7 +334,7 @@ def _communication(path: Path, warnings: list[str]) -> CommunicationTables:
     return parse_communication(_read_json_object(path, _MAX_COMMUNICATION_BYTES), warnings)
 
 
-def _matrix(path: Path, warnings: list[str]) -> pd.DataFrame:
+def _matrix(path: Path, warnings: list[str]) -> Columns:
     return parse_matrix(_read_json_object(path, _MAX_COMMUNICATION_BYTES), warnings)
 
 
@@ -359,9 +360,9 @@ def _device_info_file(rank_dir: Path) -> Path | None:
 
 
 def _first_device_id(*tables: CsvTable | None) -> int | None:
-    """The first Device_id the tables record (read from their columns: a survey never builds their frames)."""
+    """The first Device_id the tables record (read from the form each holds: a survey never builds frames)."""
     for table in tables:
-        values = table.columns.get("device_id") if table is not None else None
+        values = table.values("device_id") if table is not None else None
         present = np.flatnonzero(~pd.isna(values)) if values is not None else []
         if len(present):
             return int(values[present[0]])

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv as pacsv
 
+from advisor.ingest.columns import TEXT_MISSING
 from advisor.ingest.model import CsvTable, FileProblem
 
 _NULL_TOKENS = pa.array(["", "N/A", "NA", "n/a", "null", "None"])
@@ -48,7 +49,9 @@ class Column:
 
 
 def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str]) -> CsvTable:
-    """Read ``path`` into a frame with one column per entry of ``columns`` (absent optional ones omitted).
+    """Read ``path`` into a table with one column per entry of ``columns`` (absent optional ones omitted): a small
+    plain file as columns (what a cluster's survey reads, without building a frame), any other as a frame (its text
+    stays in Arrow).
 
     Raises FileProblem when the file is empty, not text, not CSV, or lacks a required column.
     Row-level problems (ragged rows, non-numeric cells) are appended to ``warnings``.
@@ -58,14 +61,19 @@ def read_csv_table(path: Path, columns: tuple[Column, ...], warnings: list[str])
     positions = _match_columns(header, columns)
     by_name = {c.name: c for c in columns}
     found = _plain_cells(head, header, positions) if len(head) <= _PLAIN_BYTES else None
+    plain = found is not None
     if found is None:
         found = _arrow_cells(path, header, positions, warnings)
     cells, rows = found
     converted = {}
     for name, values in cells.items():
         column = by_name[name]
-        converted[name] = _as_float(values, column, warnings) if column.kind == "float" else _as_text(values)
-    return CsvTable.of_columns(path, converted, [h.strip() for h in header], rows)
+        converted[name] = _as_float(values, column, warnings) if column.kind == "float" else \
+            _as_text(values) if plain else values.to_pandas()
+    names = [h.strip() for h in header]
+    if plain:
+        return CsvTable.of_columns(path, converted, names, rows)
+    return CsvTable.of_frame(path, pd.DataFrame(converted, index=pd.RangeIndex(rows)), names)  # one construction
 
 
 def _arrow_cells(path: Path, header: list[str], positions: dict[str, int], warnings: list[str]
@@ -206,10 +214,10 @@ def _clean(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _as_text(values: pa.ChunkedArray) -> np.ndarray:
-    """Text cells as objects, missing ones NaN (as a str column's to_numpy gives them)."""
+    """Text cells as objects, a missing one as pandas' text columns give it back (TEXT_MISSING)."""
     text = values.to_numpy(zero_copy_only=False)
     if values.null_count:
-        text[pc.is_null(values).to_numpy(zero_copy_only=False)] = np.nan
+        text[pc.is_null(values).to_numpy(zero_copy_only=False)] = TEXT_MISSING
     return text
 
 

@@ -93,13 +93,19 @@ class Sourced:
         return found.file if found is not None else None
 
 
-@dataclass
+def _made(table: object, *forms: str) -> None:
+    """TypeError unless ``table`` holds one of its ``forms`` (it was made by one of its of_… constructors)."""
+    if not any(form in table.__dict__ for form in forms):
+        raise TypeError(f"a {type(table).__name__} is made by its of_… constructors")
+
+
+@dataclass(eq=False)
 class CsvTable:
     """A CSV file read into a table with canonical column names; ``header`` keeps the file's own names. The table is
     held as ``columns`` (numbers as float64, text as objects, missing as NaN) or as a ``frame`` (text as pandas' str),
-    whichever it was made as (``of_columns``, ``of_frame``); the other is built on first use. A cluster's survey reads
-    each rank's step table as columns only, and a trace's large kernel table is never copied into columns unless read
-    so."""
+    whichever it was made as (``of_columns``, ``of_frame``); the other is built on first use, and ``values`` reads one
+    column from the form it holds. A cluster's survey reads each rank's small step table as columns only; a large
+    table (the kernels) is a frame, never copied into columns unless read so."""
 
     path: Path
     header: list[str]
@@ -122,13 +128,21 @@ class CsvTable:
     def columns(self) -> Columns:
         from advisor.ingest.columns import columns_of
 
+        _made(self, "frame")
         return columns_of(self.frame)
 
     @cached_property
     def frame(self) -> pd.DataFrame:
         from advisor.ingest.columns import text_frame_of
 
+        _made(self, "columns")
         return text_frame_of(self.columns, self.rows)
+
+    def values(self, name: str) -> Any:
+        """The cells of column ``name`` as a numpy array (None when there is no such column), building neither form."""
+        if "columns" in self.__dict__:
+            return self.columns.get(name)
+        return self.frame[name].to_numpy() if name in self.frame else None
 
 
 class CommunicationTables:
@@ -154,24 +168,28 @@ class CommunicationTables:
     def op_columns(self) -> Columns:
         from advisor.ingest.columns import columns_of
 
+        _made(self, "ops")
         return columns_of(self.ops)
 
     @cached_property
     def traffic_columns(self) -> Columns:
         from advisor.ingest.columns import columns_of
 
+        _made(self, "traffic")
         return columns_of(self.traffic)
 
     @cached_property
     def ops(self) -> pd.DataFrame:
         from advisor.ingest.columns import frame_of
 
+        _made(self, "op_columns")
         return frame_of(self.op_columns)
 
     @cached_property
     def traffic(self) -> pd.DataFrame:
         from advisor.ingest.columns import frame_of
 
+        _made(self, "traffic_columns")
         return frame_of(self.traffic_columns)
 
 
