@@ -12,6 +12,10 @@
 * A measured gain charged to host-side idle time (``idle/dispatch``, ``idle/host``, the optimizer's loops) in a capture that
   recorded call stacks or shapes is an upper bound — the profiler's own per-operator cost is host time too — so
   the finding names those settings (``instrumented_by``) and is at most medium.
+* A finding that matched operator facts states how much of the step's compute time the operator table records
+  (``operator_table_coverage``, the lowest ``table_coverage`` of the facts its firings matched): below
+  PARTIAL_TABLE its explanation says so, and below THIN_TABLE it is low — the compute the table misses then
+  outweighs what it records, so neither a share of compute nor a gain read from it sizes the problem.
 * Findings are ordered by severity, then by gain within it — an assumed gain counting half, unknown last — then id:
   an informational finding (a rule's fixed low severity) never precedes a high one whatever its planning factor.
 """
@@ -44,7 +48,7 @@ from advisor.report import (
     TraceCondition,
 )
 from advisor.rulebook import Rule, RuleBook
-from advisor.text import Lang, collapse
+from advisor.text import Lang, Text, collapse
 from advisor.vocabulary import SEVERITY_ORDER, Severity, Verdict
 
 HIGH_SHARE = 0.05
@@ -53,6 +57,16 @@ TOP_OPERATORS = 10
 ASSUMED_WEIGHT = 0.5  # an assumed gain ranks above a measured one only when it is more than twice as large
 HOST_IDLE_BUCKETS = ("idle/dispatch", "idle/host", "idle/optimizer", "idle/zero_grad")  # host loops the profiler slows
 INSTRUMENTATION = ("with_stack", "record_shapes")  # capture settings that add host time to every operator
+PARTIAL_TABLE = 0.8  # below this operator-table coverage an operator finding says how much of the compute it sees
+THIN_TABLE = 0.5  # below this, the compute the table misses outweighs what it records: the finding is low
+PARTIAL_TABLE_NOTE = Text(
+    en="The operator table records only {coverage:.0%} of rank {rank}'s device compute time per step (the step "
+       "breakdown's), so its shares of compute are shares of that part.",
+    zh="算子表只记录了 rank {rank} 每迭代设备计算时间（迭代拆解中的计算时间）的 {coverage:.0%}，其中的计算占比只是这一部分内的占比。")
+THIN_TABLE_NOTE = Text(
+    en="With less than half of the compute recorded the finding is at most low: capture again with the whole step in "
+       "the operator table to size it.",
+    zh="记录的计算时间不足一半，该问题至多为低严重度：请重新采集，使算子表包含完整的迭代后再评估。")
 
 
 @dataclass
@@ -123,6 +137,9 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
         inflated_by = instrumented if basis == "measured" and bucket in HOST_IDLE_BUCKETS else []
         if inflated_by and severity == "high":
             severity = "medium"
+        coverage = table_coverage(members)
+        if coverage is not None and coverage[0] < THIN_TABLE:
+            severity = "low"
         findings.append(
             Finding(
                 id=rule_id,
@@ -130,7 +147,7 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 category=rule.spec.category,
                 severity=severity,
                 title=rule.spec.title.get(lang),
-                explanation=collapse(explain.render(resolve)),
+                explanation=collapse(" ".join([explain.render(resolve), *coverage_notes(coverage, lang)])),
                 evidence=_evidence(representative),
                 ranks=ranks,
                 estimated_gain_us=gain,
@@ -138,6 +155,7 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 gain_basis=basis,
                 charged_to=bucket,
                 instrumented_by=inflated_by,
+                operator_table_coverage=coverage[0] if coverage is not None else None,
                 claimed_gain_us=fmean(claims) if claims else None,
                 shares_time_with=sorted({s for m in members for s in m.shares_with} - {_label(rule_id, key)}),
                 prescriptions=[prescription(e, lang, known) for e in applicable([book.knowledge[k] for k in rule.spec.then.recommend], known)],
@@ -171,6 +189,24 @@ def instrumentation(facts: list[Fact]) -> list[str]:
     """The capture settings on in the profile that inflate host time (INSTRUMENTATION), from its context fact."""
     context = next((f for f in facts if f.family == "context"), None)
     return [name for name in INSTRUMENTATION if getattr(context, name, None)]
+
+
+def table_coverage(members: list[Charge]) -> tuple[float, int] | None:
+    """The lowest known ``table_coverage`` of the operator facts the firings matched, with its rank; None when they
+    matched none, or none with a known coverage."""
+    known = [(fact.table_coverage, fact.rank) for member in members for fact in member.firing.matched.values()
+             if isinstance(fact, OperatorFact) and fact.table_coverage is not None]
+    return min(known) if known else None
+
+
+def coverage_notes(coverage: tuple[float, int] | None, lang: Lang) -> list[str]:
+    """The sentences an operator finding adds to its explanation when the operator table records only part of the
+    compute (below PARTIAL_TABLE), and says it is at most low (below THIN_TABLE)."""
+    if coverage is None or coverage[0] >= PARTIAL_TABLE:
+        return []
+    share, rank = coverage
+    note = PARTIAL_TABLE_NOTE.get(lang).format(coverage=share, rank=rank)
+    return [note, THIN_TABLE_NOTE.get(lang)] if share < THIN_TABLE else [note]
 
 
 def ranking_score(finding: Finding) -> float:

@@ -205,6 +205,11 @@ class Finding(_Model):
         default_factory=list, description="Capture settings (with_stack, record_shapes) that were on while the host-side "
                                           "idle time of this gain was measured: their per-operator cost is part of it, "
                                           "so the gain is an upper bound (and the finding at most medium).")
+    operator_table_coverage: float | None = Field(
+        None, ge=0, le=1, description="For a finding on operator facts: the share of the step's device compute time "
+                                      "(step breakdown) that the operator table records — the lowest over the ranks "
+                                      "its rule fired on. Below 0.8 the explanation says so; below 0.5 the finding is "
+                                      "low. None for other findings, or when the compute time is unknown.")
     shares_time_with: list[str] = Field(
         default_factory=list, description="Findings (rule id, with the key in brackets) that were charged part of "
                                           "the same time first.")

@@ -116,6 +116,11 @@ class OperatorFact(Fact):
     max_us: Duration = Field(description="Longest kernel, µs.")
     share_of_compute: Ratio = Field(description="Share of all compute-kernel time (collectives excluded).")
     share_of_step: Ratio | None = Field(None, description="total_us_per_step / the rank's step_time_us (capped at 1).")
+    table_coverage: Ratio | None = Field(
+        None, description="The operator table's device time per step (every operator type of the rank) / the step "
+                          "breakdown's compute time per step, capped at 1: the part of the compute the shares of compute "
+                          "are of. None without a breakdown. Below 0.8 a finding on the operator says so, below 0.5 it is low."
+    )
     position: int = Field(ge=1, description="1 for the operator type with the most time on this rank, 2 next, …")
     block_dim: int | None = Field(None, ge=0, description="The usual Block Dim (cores the kernel is split over).")
     block_dim_remainder: int | None = Field(

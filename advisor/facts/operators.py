@@ -190,6 +190,7 @@ def operator_facts(scope: RankScope) -> list[Fact]:
     else:
         return []
     step_time = breakdown.step_time_us if breakdown is not None else None
+    coverage = table_coverage(float(stats["total_us_per_step"].sum()), breakdown.compute_us if breakdown is not None else None)
     device = device_entry(rank.device_info)
     cores = core_counts_of(device)
     facts = []
@@ -209,12 +210,21 @@ def operator_facts(scope: RankScope) -> list[Fact]:
                 max_us=float(row["max_us"]),
                 share_of_compute=min(float(row["share_of_compute"]), 1.0),
                 share_of_step=share_of_step,
+                table_coverage=coverage,
                 position=int(row["position"]),
                 **_pipe_fields(row, cores),
             )
         )
     scope.out.needs_cores = not device
     return facts
+
+
+def table_coverage(table_us_per_step: float, compute_us_per_step: float | None) -> float | None:
+    """The share of the step breakdown's compute time that the operator table records (capped at 1: kernels on
+    several streams overlap, so their sum can exceed the compute time); None when the compute time is unknown or 0."""
+    if not compute_us_per_step:
+        return None
+    return min(table_us_per_step / compute_us_per_step, 1.0)
 
 
 def _pipe_fields(row: dict, cores: dict[str, int | None]) -> dict:
