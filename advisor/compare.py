@@ -7,6 +7,11 @@ the memory peak are set side by side. Those differences become facts (``step_del
 ``collective_delta``, ``memory_delta``) and the rules written against them run, so the result is a ranked
 diagnosis of the gap. For before/after use, the findings of both sides are matched: those that no longer
 fire on TARGET, with their estimated gains, against the step time actually saved.
+
+Two profiles are not comparable when either holds fewer than MIN_STEPS steps (one step's difference cannot be told
+from step-to-step variation) or when they were captured at different Ascend profiler levels (which record different
+data at different cost): the tables are still set side by side, but the comparison rules do not run, the gain check
+is left out and the headline calls nothing a regression; a warning says why.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from advisor.comparison import CameBack, Comparison, FindingChange, GainCheck, Row, Side
+from advisor.comparison import CameBack, Comparison, FindingChange, GainCheck, Incomparability, Row, Side
 from advisor.diagnose import Analysis, analyse, build_report, default_rulebook
 from advisor.engine.session import RuleEngine
 from advisor.engine.spec import NotCondition
@@ -56,6 +61,7 @@ _STEP_COMPONENTS = (("step_time", "step_time_us"), ("compute", "compute_us"), ("
 MAX_OPERATOR_ROWS = 30
 # Above this operator-mix distance BASE and TARGET are taken to run different workloads (see operator_mix_distance).
 WORKLOAD_DISTANCE = 0.5
+MIN_STEPS = 3  # the fewest steps per side that tell a change from step-to-step variation (as median_step needs)
 
 
 def operator_class(op_type: str) -> str:
@@ -203,18 +209,18 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
     base_report = build_report(base, book, lang, str(base_path))
     target_report = build_report(target, book, lang, str(target_path))
     facts, by = delta_facts(base, target)
-    firings = comparison_engine(book).run(facts)
-    base_step, target_step = _profile_breakdown(base), _profile_breakdown(target)
-    # a difference is time TARGET spends: its gain is charged to TARGET's step, its share is of BASE's
-    findings = build_findings(firings, facts + ([base_step] if base_step else []), book, lang,
-                             budget_facts=[target_step] if target_step else [])
     base_side, target_side = _side(base_report, base), _side(target_report, target)
+    words = labels(lang)
+    reasons = incomparabilities(base_side, target_side, words)
+    findings = [] if reasons else diagnose_difference(facts, book, lang, _profile_breakdown(base), _profile_breakdown(target))
     rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}
     deltas = [f for f in facts if isinstance(f, OperatorDeltaFact)]
     distance = operator_mix_distance(deltas)
     return Comparison(
         tool=ToolInfo(version=VERSION, packs=base_report.tool.packs), lang=lang, base=base_side, target=target_side,
-        headline=_headline(base_side, target_side, findings, base_report, target_report, labels(lang)),
+        comparable=not reasons, not_comparable_because=reasons,
+        headline=(_not_comparable_headline(base_side, target_side, words) if reasons
+                  else _headline(base_side, target_side, findings, base_report, target_report, words)),
         breakdown=[_row(f.component, f) for f in rows.get("step_delta", [])],
         operators=[_row(f.key, f, _types(f, by)) for f in _largest_changes(rows.get("operator_delta", []))],
         operators_matched_by=by,
@@ -223,12 +229,39 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
                 for f in rows.get("memory_delta", [])],
         findings=findings,
         changes=_changes(base_report, target_report),
-        gain_check=_gain_check(base_report, target_report, base_side, target_side),
+        gain_check=None if reasons else _gain_check(base_report, target_report, base_side, target_side),
         facts=[{"type": f.family, **f.model_dump()} for f in facts],
         operator_mix_distance=distance,
-        warnings=[f"base: {w}" for w in base_report.coverage.warnings] + [f"target: {w}" for w in target_report.coverage.warnings]
-                 + ([workload_warning(deltas, distance, by, labels(lang))] if distance is not None and distance >= WORKLOAD_DISTANCE else []),
+        warnings=[r.message for r in reasons]
+                 + [f"base: {w}" for w in base_report.coverage.warnings] + [f"target: {w}" for w in target_report.coverage.warnings]
+                 + ([workload_warning(deltas, distance, by, words)] if distance is not None and distance >= WORKLOAD_DISTANCE else []),
     )
+
+
+def diagnose_difference(facts: list[Fact], book: RuleBook, lang: Lang, base_step: BreakdownFact | None,
+                        target_step: BreakdownFact | None) -> list[Finding]:
+    """The comparison rules' findings on the delta facts. A difference is time TARGET spends: its gain is charged to
+    TARGET's step, its share is of BASE's."""
+    firings = comparison_engine(book).run(facts)
+    return build_findings(firings, facts + ([base_step] if base_step else []), book, lang,
+                          budget_facts=[target_step] if target_step else [])
+
+
+def incomparabilities(base: Side, target: Side, words: dict[str, str]) -> list[Incomparability]:
+    """Why the two sides cannot be compared: a side with fewer than MIN_STEPS steps, or two different profiler levels
+    (only where both sides record one: a GPU trace records none). Empty when they can."""
+    reasons = [Incomparability(kind="few_steps", side=name, message=words["not_comparable_few_steps"].format(
+                   side=words[name], count=side.step_count, minimum=MIN_STEPS))
+               for name, side in (("base", base), ("target", target)) if side.step_count < MIN_STEPS]
+    if base.profiler_level and target.profiler_level and base.profiler_level != target.profiler_level:
+        reasons.append(Incomparability(kind="profiler_levels", message=words["not_comparable_levels"].format(
+            base=base.profiler_level, target=target.profiler_level)))
+    return reasons
+
+
+def step_count(facts: list[Fact]) -> int:
+    """The steps a profile's mean step is over: the fewest of any rank's breakdown (0 without one)."""
+    return min((f.steps for f in facts if isinstance(f, BreakdownFact) and f.scope == "rank"), default=0)
 
 
 def operator_mix_distance(deltas: list[OperatorDeltaFact]) -> float | None:
@@ -276,7 +309,8 @@ def _side(report: Report, analysis: Analysis) -> Side:
     step = _profile_breakdown(analysis)
     return Side(path=report.input.path, format=report.input.format, platform=analysis.profile.platform,
                 ranks=report.input.ranks, steps=report.input.steps, hardware=report.input.hardware, status=report.status,
-                step_time_us=step.step_time_us if step else None, median_step_us=median_step(analysis.facts.facts))
+                step_time_us=step.step_time_us if step else None, median_step_us=median_step(analysis.facts.facts),
+                step_count=step_count(analysis.facts.facts), profiler_level=report.input.profiler_level)
 
 
 def median_step(facts: list[Fact]) -> float | None:
@@ -311,6 +345,13 @@ def _headline(base: Side, target: Side, findings: list[Finding], base_report: Re
         key = "headline_remaining" if shorter else "headline_first"
         text += " " + words[key].format(finding=_titled(findings[0]))
     return text
+
+
+def _not_comparable_headline(base: Side, target: Side, words: dict[str, str]) -> str:
+    """The headline of two profiles that cannot be compared: their step times as recorded, no verdict."""
+    return words["headline_not_comparable"].format(
+        **{name: f"{words[name]} {fmt_us(side.step_time_us) if side.step_time_us is not None else '–'}"
+           for name, side in (("base", base), ("target", target))})
 
 
 def _titled(finding: Finding) -> str:

@@ -31,6 +31,20 @@ class Side(_Model):
                                           "ranks), the median over steps, µs; None with fewer than 3 steps. A rank "
                                           "lists every step up to 200, then the slowest, the fastest and evenly "
                                           "spaced ones, so beyond 200 steps it is an estimate.")
+    step_count: int = Field(0, ge=0, description="The steps each rank's mean step is over, the fewest of any rank (0 "
+                                                 "without a step breakdown).")
+    profiler_level: str | None = Field(None, description="The Ascend profiler level (profiler_info): Level0, Level1, "
+                                                         "Level2; None where the capture does not record one (a GPU trace).")
+
+
+class Incomparability(_Model):
+    """Why BASE and TARGET cannot be compared: no difference between them is then called a regression."""
+
+    kind: Literal["few_steps", "profiler_levels"] = Field(
+        description="few_steps: a side holds fewer than MIN_STEPS (3) steps; profiler_levels: the sides were captured "
+                    "at different Ascend profiler levels.")
+    side: Literal["base", "target"] | None = Field(None, description="The side with too few steps (None: both sides).")
+    message: str = Field(description="The reason, in the comparison's language (also among the warnings).")
 
 
 class Row(_Model):
@@ -89,6 +103,11 @@ class Comparison(_Model):
     lang: Lang
     base: Side
     target: Side
+    comparable: bool = Field(True, description="False when either side has too few steps or the two were captured at "
+                                               "different profiler levels (not_comparable_because says which): then "
+                                               "findings is empty and gain_check null, and the headline calls no "
+                                               "difference a regression.")
+    not_comparable_because: list[Incomparability] = Field(default_factory=list)
     headline: str
     breakdown: list[Row]
     operators: list[Row]

@@ -8,13 +8,17 @@ import re
 import shutil
 
 import pytest
-from builders import ELEMENTWISE, GpuJob, write_gpu_job
-from conftest import REAL
+from builders import ELEMENTWISE, GpuJob, Kernel, RankSpec, StepRow, build_rank, write_gpu_job
+from conftest import FIXTURES, REAL
 from typer.testing import CliRunner
 
 from advisor.cli import app
-from advisor.compare import collective_type, compare, operator_class
+from advisor.compare import MIN_STEPS, collective_type, compare, incomparabilities, operator_class
+from advisor.comparison import Side
 from advisor.diagnose import default_rulebook
+from advisor.render.common import labels
+
+LEVEL0 = FIXTURES / "ascend-more" / "text-level0-2ranks"
 
 
 def _run(*arguments: str):
@@ -47,20 +51,52 @@ def _slow_down(rank_dir, op_type: str, factor: float) -> float:
     return extra
 
 
+def _ascend_job(parent, ranks: int = 1, matmul_us: float = 170.4, allreduce_us: float = 1987.92):
+    """An Ascend job of three steps per rank (the builders' default kernels): a slower MatMul adds its extra time to
+    Computing, a longer AllReduce to the exposed communication."""
+    for rank in range(ranks):
+        kernels = [k for step in (5, 6, 7) for k in (
+            Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", matmul_us),
+            Kernel(step, "FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 881.64),
+            Kernel(step, "RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 33.06),
+            Kernel(step, "hcom_allReduce__612_0_1", "hcom_allReduce_", "COMMUNICATION", allreduce_us),
+        )]
+        steps = [StepRow(step, 1344.32 + matmul_us - 170.4, allreduce_us - 66.46, 85.14, 66.46) for step in (5, 6, 7)]
+        build_rank(parent, RankSpec(rank=rank, steps=steps, kernels=kernels))
+    return parent
+
+
 def test_before_after_on_ascend_puts_the_injected_slow_operator_first(tmp_path):
+    # MatMulV3 5× slower: 681.6 µs more per step, 12.7 % of the 5.35 ms base step (the rule asks for 2 %)
+    before, after = _ascend_job(tmp_path / "before"), _ascend_job(tmp_path / "after", matmul_us=5 * 170.4)
+    result = compare(before, after, default_rulebook())
+    assert result.comparable and result.not_comparable_because == []
+    assert result.operators_matched_by == "type"
+    first = result.findings[0]
+    assert (first.id, first.key) == ("compare.operator_slower", "MatMulV3")
+    assert first.estimated_gain_us == pytest.approx(4 * 170.4)
+    matmul = next(r for r in result.operators if r.name == "MatMulV3")
+    assert matmul.ratio == pytest.approx(5.0)
+    assert result.operators[0].name == "MatMulV3"
+    assert result.breakdown[1].name == "compute" and result.breakdown[1].diff == pytest.approx(4 * 170.4)
+    assert "longer than BASE's" in result.headline
+
+
+def test_one_step_is_too_few_to_call_the_injected_slow_operator_a_regression(tmp_path):
+    """The real capture holds one step per rank: a MatMulV2 5× slower shows in the tables, and nothing is called a
+    regression."""
     shutil.copytree(REAL, tmp_path / "after")
-    # MatMulV2 5× slower: its class grows 2.4 % of the 153 ms base step (the rule asks for 2 %)
     extra = _slow_down(tmp_path / "after" / "rank0_ascend_pt", "MatMulV2", 5.0)
     extra += _slow_down(tmp_path / "after" / "rank1_ascend_pt", "MatMulV2", 5.0)
     result = compare(REAL, tmp_path / "after", default_rulebook())
-    assert result.operators_matched_by == "type"
-    first = result.findings[0]
-    assert (first.id, first.key) == ("compare.operator_slower", "MatMulV2")
-    assert first.estimated_gain_us == pytest.approx(extra / 2, rel=1e-3)  # per step, mean over the two ranks
+    assert not result.comparable and result.findings == [] and result.gain_check is None
+    assert [(r.kind, r.side) for r in result.not_comparable_because] == [("few_steps", "base"), ("few_steps", "target")]
+    assert result.warnings[:2] == [r.message for r in result.not_comparable_because]
+    assert "BASE holds 1 profiled step(s)" in result.warnings[0]
+    assert result.headline.startswith("BASE and TARGET cannot be compared") and "longer" not in result.headline
     matmul = next(r for r in result.operators if r.name == "MatMulV2")
     assert matmul.ratio == pytest.approx(5.0, rel=1e-3)
-    assert result.operators[0].name == "MatMulV2"
-    assert result.breakdown[1].name == "compute" and result.breakdown[1].diff == pytest.approx(extra / 2, rel=1e-3)
+    assert result.breakdown[1].diff == pytest.approx(extra / 2, rel=1e-3)
 
 
 def test_before_after_on_gpus_names_the_slower_kernel_and_checks_the_fix(tmp_path):
@@ -94,13 +130,65 @@ def test_gpu_against_the_real_ascend_capture_matches_operators_by_class(tmp_path
     assert "MatMulV2" in matmul.detail and "xmma_gemm" in matmul.detail
     allreduce = next(r for r in result.collectives if r.name == "allreduce")
     assert allreduce.base == pytest.approx(3000.0) and allreduce.target > 100_000
-    # the real job is communication-bound: that is the largest difference, and it comes first; the growth of the
-    # exposed communication is the same time (it shares it, keeping nothing), so the idle time comes second
-    assert [f.id for f in result.findings[:2]] == ["compare.collective_slower", "compare.free_grew"]
-    assert result.findings[0].key == "allreduce"
+    # the real capture holds one step: shown side by side, not diagnosed (a GPU trace records no profiler level)
+    assert (result.base.step_count, result.target.step_count) == (3, 1)
+    assert (result.base.profiler_level, result.target.profiler_level) == (None, "Level1")
+    assert [(r.kind, r.side) for r in result.not_comparable_because] == [("few_steps", "target")]
+    assert result.findings == []
+
+
+def test_gpu_against_a_communication_bound_ascend_job_names_the_collective_first(tmp_path):
+    write_gpu_job(tmp_path / "gpu", GpuJob(ranks=2, nccl_us=3000.0))
+    result = compare(tmp_path / "gpu", _ascend_job(tmp_path / "npu", ranks=2, allreduce_us=30_000.0), default_rulebook())
+    assert result.comparable and result.operators_matched_by == "class"
+    # the AllReduce is the largest difference, and it comes first; the growth of the exposed communication is
+    # mostly the same time (it shares it)
+    first = result.findings[0]
+    assert (first.id, first.key) == ("compare.collective_slower", "allreduce")
     (grew,) = [f for f in result.findings if f.id == "compare.communication_grew"]
-    assert grew.estimated_gain_us == 0.0 and grew.shares_time_with == ["compare.collective_slower [allreduce]"]
+    assert grew.estimated_gain_us < grew.claimed_gain_us and grew.shares_time_with == ["compare.collective_slower [allreduce]"]
     assert not any(f.id.startswith(("gpu.", "host.", "hccl.")) for f in result.findings)
+
+
+def _side(step_count: int, level: str | None) -> Side:
+    return Side(path="p", format="f", platform="ascend" if level else "gpu", ranks=[0], steps=list(range(step_count)),
+                hardware=None, status="complete", step_time_us=1000.0, step_count=step_count, profiler_level=level)
+
+
+@pytest.mark.parametrize(("base", "target", "expected"), [
+    ((MIN_STEPS, "Level1"), (MIN_STEPS, "Level1"), []),
+    ((MIN_STEPS, None), (MIN_STEPS, "Level1"), []),  # a GPU trace records no level
+    ((MIN_STEPS - 1, "Level1"), (MIN_STEPS, "Level1"), [("few_steps", "base")]),
+    ((MIN_STEPS, "Level1"), (0, "Level1"), [("few_steps", "target")]),  # no step breakdown
+    ((MIN_STEPS, "Level1"), (MIN_STEPS, "Level2"), [("profiler_levels", None)]),
+])
+def test_what_makes_two_profiles_incomparable(base, target, expected):
+    reasons = incomparabilities(_side(*base), _side(*target), labels("en"))
+    assert [(r.kind, r.side) for r in reasons] == expected
+
+
+def test_a_level0_step_against_a_level1_step_is_not_compared_in_any_format(tmp_path):
+    """The two real captures of one step each, at Level0 and Level1: every format says why nothing is called a
+    regression, and the JSON says it is not comparable."""
+    outputs = {suffix: tmp_path / f"gap.{suffix}" for suffix in ("md", "html", "json", "txt")}
+    result = _run("compare", str(LEVEL0), str(REAL), "--fail-on", "low", *[a for o in outputs.values() for a in ("-o", str(o))])
+    assert result.exit_code == 0, result.output  # no finding, so no gate
+    level = "BASE was captured at profiler level Level0 and TARGET at Level1"
+    assert level in result.output and "TARGET holds 1 profiled step(s)" in result.output  # standard error
+    texts = {suffix: " ".join(path.read_text(encoding="utf-8").split()) for suffix, path in outputs.items()}
+    for suffix, text in texts.items():
+        assert level in text and "BASE holds 1 profiled step(s)" in text, suffix
+        assert "BASE and TARGET cannot be compared" in text, suffix
+        assert suffix == "json" or "The difference was not diagnosed" in text, suffix
+        assert "longer than BASE" not in text and "takes longer on TARGET" not in text, suffix
+    document = json.loads(outputs["json"].read_text(encoding="utf-8"))
+    assert document["comparable"] is False and document["findings"] == [] and document["gain_check"] is None
+    assert [(r["kind"], r["side"]) for r in document["not_comparable_because"]] == [
+        ("few_steps", "base"), ("few_steps", "target"), ("profiler_levels", None)]
+    assert (document["base"]["profiler_level"], document["target"]["profiler_level"]) == ("Level0", "Level1")
+    assert texts["md"].index("## Warnings") < texts["md"].index("## Step breakdown")
+    zh = compare(LEVEL0, REAL, default_rulebook(), lang="zh")
+    assert zh.headline.startswith("BASE 与 TARGET 无法比较") and "无法比较：BASE 以采集级别 Level0 采集" in zh.warnings[2]
 
 
 @pytest.mark.parametrize(("name", "expected"), [

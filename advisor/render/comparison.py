@@ -109,7 +109,8 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
     words = labels(comparison.lang)
     console.print(Text(words["compare_title"], style="bold"))
     for side, name in ((comparison.base, words["base"]), (comparison.target, words["target"])):
-        console.print(Text(f"{name}: ", style="bold") + clean(f"{side.path} · {side.format} · {words['ranks']}: "
+        level = f" · {side.profiler_level}" if side.profiler_level else ""
+        console.print(Text(f"{name}: ", style="bold") + clean(f"{side.path} · {side.format}{level} · {words['ranks']}: "
                                                               f"{', '.join(map(str, side.ranks)) or '–'} · {side.hardware or words['unknown']}"))
     console.print(clean(comparison.headline))
     by = words["operators_by_" + comparison.operators_matched_by]
@@ -122,7 +123,7 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
         console.print(_table(words["memory_peak"], comparison.memory, lambda r: "peak", words, unit=TimeUnit("MB", 1, 0)))
     console.print(Text(words["gap_diagnosis"], style="bold underline"))
     if not comparison.findings:
-        console.print(words["no_gap_findings"])
+        console.print(words["no_gap_findings" if comparison.comparable else "no_gap_not_comparable"])
     for index, finding in enumerate(comparison.findings, 1):
         print_finding(console, finding, index, words)
     if comparison.changes:
