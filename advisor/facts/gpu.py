@@ -14,9 +14,12 @@ A test compares the figures with HTA's when HTA is installed.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
+from advisor.facts.matrix import matrix_summary
 from advisor.ingest.kinetosteps import STEP_EVENT, launch_times
 from advisor.intervals import intersection, length, merged
 
@@ -64,13 +67,47 @@ def idle_breakdown(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stream", "host_wait_us", "kernel_wait_us", "other_us"])
 
 
-# Matrix math: GEMM and convolution kernels (cuBLAS, CUTLASS, cuDNN's implicit/explicit GEMM, winograd, dgrad and
-# wgrad engines). Those on tensor cores carry a marker in their name (h884/s884/1688/16816 MMA shapes, hmma/xmma/wmma,
-# imma, tensorop, the input type: f16, bf16, tf32); the rest run on CUDA cores (volta_sgemm, dgrad_engine<float…>,
-# gemmSN, dgemm, simt).
-MATRIX_KERNEL = r"gemm|conv(?!ert)|winograd|dgrad|wgrad|scudnn|simt"
-TENSOR_CORE_KERNEL = r"884|1688|16816|8816|hmma|xmma|wmma|imma|tensorop|bf16|f16|fp16|half|tf32"
-PAGEABLE_COPY = r"Pageable"
+COPY_NAME = re.compile(r"^Memcpy (?P<direction>\w+) \((?P<source>\w+) -> (?P<target>\w+)\)")
+DRAIN_WAIT_US = 50.0  # a copy call that waited longer than this for its copy to start waited for the stream to drain
+
+
+def copy_kinds(copies: pd.DataFrame) -> pd.DataFrame:
+    """The memcpy rows of ``copies`` (GPU rows named as Kineto names them, e.g. ``Memcpy DtoH (Device -> Pageable)``)
+    with their ``direction`` (HtoD, DtoH, DtoD, PtoP…) and ``host_memory`` (Pageable, Pinned, or None when the name does
+    not say: ROCm writes ``Host``)."""
+    found = copies["name"].str.extract(COPY_NAME)
+    rows = copies.loc[found["direction"].notna()]
+    found = found.loc[rows.index]
+    host = found["source"].where(found["source"].isin(["Pageable", "Pinned"]), found["target"])
+    return rows.assign(direction=found["direction"], host_memory=host.where(host.isin(["Pageable", "Pinned"])))
+
+
+def copy_summary(copies: pd.DataFrame, steps: int) -> dict[str, object]:
+    """Copies per step by kind: pageable ones counted and timed, and every kind in one line (``copies_by_kind``)."""
+    kinds = copy_kinds(copies)
+    pageable = kinds.loc[kinds["host_memory"] == "Pageable"]
+    label = kinds["direction"] + kinds["host_memory"].map(lambda m: f" {m.lower()}" if isinstance(m, str) else "")
+    grouped = kinds.groupby(label)["dur"].agg(["size", "sum"]).sort_values("sum", ascending=False)
+    return {
+        "pageable_memcpy_per_step": len(pageable) / steps,
+        "pageable_copy_us_per_step": float(pageable["dur"].sum()) / steps,
+        "copies_by_kind": "; ".join(f"{kind} {total / steps:,.0f} µs ({count / steps:g} per step)"
+                                    for kind, (count, total) in grouped.iterrows()) or None,
+    }
+
+
+def draining_copy_calls(gpu: pd.DataFrame, runtime: pd.DataFrame, copy_call: re.Pattern[str]) -> pd.DataFrame:
+    """The runtime's copy calls (``copy_call``) that waited for the stream to drain: their copy started more than
+    DRAIN_WAIT_US after the call began and the call returned only once the copy had ended (a synchronous copy, such as
+    a device-to-pageable one). Such a call is a synchronisation: the device then idles until new work is queued."""
+    calls = runtime.loc[runtime["name"].map(lambda n: bool(copy_call.match(n))) & runtime["correlation"].notna()]
+    copies = gpu.loc[gpu["kind"] == "memory", ["correlation", "ts", "dur"]].dropna(subset=["correlation"])
+    if calls.empty or copies.empty:
+        return calls.iloc[:0]
+    copy = copies.drop_duplicates("correlation").set_index("correlation")
+    start, length = calls["correlation"].map(copy["ts"]), calls["correlation"].map(copy["dur"])
+    waited = (start - calls["ts"] > DRAIN_WAIT_US) & (calls["ts"] + calls["dur"] >= start + length)
+    return calls.loc[waited]  # the runtime's rows (and index)
 
 
 def analysis_window(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -98,18 +135,15 @@ def max_queue_length(gpu: pd.DataFrame, runtime: pd.DataFrame) -> int:
     return longest
 
 
-def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int) -> dict[str, float]:
+def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int, cpu: pd.DataFrame,
+                capability: float | None) -> dict[str, object]:
     """The GpuFact fields of one rank (pass the rows of ``analysis_window``): HTA's breakdown, overlap and idle
-    split, CUDA-core GEMMs, pageable copies."""
+    split, matrix math by precision and unit (``facts.matrix``; ``capability``: an NVIDIA GPU's compute capability),
+    copies by kind."""
     breakdown = temporal_breakdown(gpu)
     span = breakdown["span_us"]
     idle = idle_breakdown(gpu, runtime)[["host_wait_us", "kernel_wait_us", "other_us"]].sum()
     gaps = float(idle.sum())
-    compute = gpu.loc[gpu["kind"] == "compute"]
-    compute_us = float(compute["dur"].sum())
-    names = compute["name"]
-    on_cuda_cores = names.str.contains(MATRIX_KERNEL, case=False) & ~names.str.contains(TENSOR_CORE_KERNEL, case=False)
-    cuda_core = float(compute.loc[on_cuda_cores, "dur"].sum())
     copies = gpu.loc[gpu["kind"] == "memory"]
     share = (lambda part, whole: min(part / whole, 1.0) if whole > 0 else 0.0)
     return {
@@ -122,8 +156,8 @@ def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int) -> dict[st
         "idle_kernel_wait_ratio": share(float(idle["kernel_wait_us"]), gaps),
         "idle_other_ratio": share(float(idle["other_us"]), gaps),
         "host_wait_us_per_step": float(idle["host_wait_us"]) / steps,
-        "fp32_gemm_share": share(cuda_core, compute_us),
-        "pageable_memcpy_per_step": int(copies["name"].str.contains(PAGEABLE_COPY).sum()) / steps,
+        **matrix_summary(gpu.loc[gpu["kind"] == "compute"], cpu, capability),
+        **copy_summary(copies, steps),
         "memcpy_us_per_step": float(copies["dur"].sum()) / steps,
         "max_queue_length": max_queue_length(gpu, runtime),
     }

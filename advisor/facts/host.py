@@ -12,7 +12,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.facts.gpu import analysis_window, gpu_summary
+from advisor.facts.gpu import analysis_window, draining_copy_calls, gpu_summary
+from advisor.facts.matrix import nvidia_capability
 from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact
 from advisor.facts.platforms import ASCEND_RUNTIME, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
@@ -51,13 +52,16 @@ def compile_calls(apis: pd.DataFrame, names: RuntimeNames) -> pd.DataFrame:
 
 
 def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, launches: pd.DataFrame,
-                 windows: pd.DataFrame, names: RuntimeNames = ASCEND_RUNTIME) -> dict[str, float | None]:
-    """Per-step counts and times of the dispatch-related host activity."""
+                 windows: pd.DataFrame, names: RuntimeNames = ASCEND_RUNTIME,
+                 blocking_copies: pd.DataFrame | None = None) -> dict[str, float | None]:
+    """Per-step counts and times of the dispatch-related host activity (``blocking_copies``: see ``sync_calls``)."""
     steps = max(len(windows), 1)
     apis = inside(apis, windows)
     host = inside(host, windows)
     compiles = compile_calls(apis, names)["dur"]
-    program_syncs, item_syncs, copy_syncs, allocator_syncs = sync_calls(apis, host, names)
+    if blocking_copies is not None:
+        blocking_copies = blocking_copies.loc[blocking_copies.index.isin(apis.index)]
+    program_syncs, item_syncs, copy_syncs, allocator_syncs = sync_calls(apis, host, names, blocking_copies)
     launch_calls = apis.loc[matching(apis["name"], names.launch), "dur"]
     free_calls = apis.loc[matching(apis["name"], names.free), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
@@ -95,17 +99,21 @@ ITEM_READ = re.compile(r"^aten::(item|_local_scalar_dense)$")
 DEVICE_COPY = re.compile(r"^aten::_to_copy$")  # .to() / .cpu() of a tensor: a copy between host and device
 
 
-def sync_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames
+def sync_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames, blocking_copies: pd.DataFrame | None = None
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The synchronisation calls split by what made them: (the program's; the subset made by ``.item()`` reads —
     inside aten::item / aten::_local_scalar_dense —; the subset made by blocking copies between host and device —
     inside aten::_to_copy, e.g. ``.to(device)`` of a batch in pageable memory —; the allocator's: inside its own
-    free/malloc calls)."""
+    free/malloc calls). ``blocking_copies``: copy calls that waited for the stream to drain (``facts.gpu
+    .draining_copy_calls``), synchronisations too; those not inside an ``.item()`` read count as blocking copies."""
     syncs = apis.loc[matching(apis["name"], names.sync)]
+    if blocking_copies is not None and len(blocking_copies):
+        syncs = pd.concat([syncs, blocking_copies.loc[~blocking_copies.index.isin(syncs.index), syncs.columns]])
     in_allocator = _starts_within(syncs, apis.loc[matching(apis["name"], names.allocator)])
     program = syncs.loc[~in_allocator]
     reads = program.loc[_starts_within(program, host.loc[matching(host["name"], ITEM_READ)])]
-    copies = program.loc[_starts_within(program, host.loc[matching(host["name"], DEVICE_COPY)])]
+    copies = program.loc[_starts_within(program, host.loc[matching(host["name"], DEVICE_COPY)])
+                         | (program.index.isin(blocking_copies.index) if blocking_copies is not None else False)]
     return program, reads, copies.loc[~copies.index.isin(reads.index)], syncs.loc[in_allocator]
 
 
@@ -207,7 +215,10 @@ def host_facts(scope: RankScope) -> list[Fact]:
     trace = rank.trace
     windows = scope.host_windows
     path = show(rank.file("trace"))
-    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, traits(rank.platform).runtime)
+    names = traits(rank.platform).runtime
+    kineto = rank.kineto
+    blocking = draining_copy_calls(kineto.gpu, kineto.runtime, names.copy_call) if kineto is not None else None
+    summary = host_summary(trace.host, trace.apis, trace.device, trace.launches, windows, names, blocking)
     step_time = breakdown.step_time_us if breakdown is not None else None
     if step_time is None and not windows.empty:  # no device breakdown: the host's ProfilerStep windows are the step
         step_time = float((windows["end"] - windows["start"]).mean()) or None
@@ -235,5 +246,8 @@ def _gpu_fact(show: Shown, rank: RankData) -> GpuFact:
     trace = rank.kineto
     assert trace is not None
     gpu, steps = analysis_window(trace.gpu, trace.runtime, trace.cpu)
-    return GpuFact(id=f"gpu:r{rank.rank}", sources=[f"{show(trace.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime]"],
-                   rank=rank.rank, device=trace.device_name, steps=steps, **gpu_summary(gpu, trace.runtime, steps))
+    capability = nvidia_capability(trace.device_name, trace.compute_capability, trace.runtime["name"])
+    return GpuFact(id=f"gpu:r{rank.rank}", sources=[f"{show(trace.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, "
+                                                    "cpu_op Input type]"],
+                   rank=rank.rank, device=trace.device_name, steps=steps,
+                   **gpu_summary(gpu, trace.runtime, steps, trace.cpu, capability))

@@ -20,13 +20,17 @@ step), and its excess over the median is a figure of its own (``outlier_excess_u
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
+from advisor.facts.gpu import copy_kinds, draining_copy_calls
 from advisor.facts.host import OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, matching, sync_calls
 from advisor.facts.models import Fact, IdleFact
 from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, file_source
+from advisor.facts.windows import inside
 from advisor.ingest.kinetosteps import first_start, launch_times, step_windows
 from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
 
@@ -54,30 +58,49 @@ def until_next_busy(calls: np.ndarray, busy: np.ndarray) -> np.ndarray:
     return union(np.column_stack([calls[:, 0], np.maximum(ends, calls[:, 1])]))
 
 
+@dataclass
+class IdleSplit:
+    """Idle time split by cause (``attribute_idle``): µs per part of PARTS, the measured sub-parts of some of them
+    (``item_sync``, ``copy_sync`` of sync; ``pageable_copy`` of copy; ``dispatch_in_operators`` of dispatch), and the
+    dispatch stretches themselves (``late``: disjoint, sorted)."""
+
+    parts: dict[str, float]
+    sub: dict[str, float]
+    late: np.ndarray
+
+
 def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarray], syncs: np.ndarray,
                    copies: np.ndarray, tasks: pd.DataFrame, item_syncs: np.ndarray = EMPTY,
-                   copy_syncs: np.ndarray = EMPTY) -> dict[str, float]:
-    """µs of ``idle`` (disjoint, sorted) per part of ``PARTS``, and ``item_sync`` / ``copy_sync``: the parts of
-    ``sync`` that follow the synchronisations made by ``.item()`` reads and by blocking copies between host and
-    device (``item_syncs``, ``copy_syncs``: disjoint subsets of ``syncs``).
+                   copy_syncs: np.ndarray = EMPTY, pageable: np.ndarray = EMPTY,
+                   operators: np.ndarray = EMPTY) -> IdleSplit:
+    """``idle`` (disjoint, sorted) split into the parts of ``PARTS``, with the sub-parts: ``item_sync`` / ``copy_sync``,
+    the parts of ``sync`` that follow the synchronisations made by ``.item()`` reads and by blocking copies between
+    host and device (``item_syncs``, ``copy_syncs``: disjoint subsets of ``syncs``); ``pageable_copy``, the part of
+    ``copy`` under copies from or to pageable memory and the host's calls for them (``pageable``); and
+    ``dispatch_in_operators``, the part of ``dispatch`` the host spends inside framework operators (``operators``).
 
     ``busy``: the device's compute and communication; ``host``: the host spans of each of ``HOST_PARTS``;
     ``syncs``: synchronisation calls; ``copies``: memory copies on the device and the host's copy calls; ``tasks``: device task starts
     (``device_ts``) with the start of the call that launched them (``launch_ts``, NaN when unknown).
     """
-    out = dict.fromkeys(PARTS, 0.0)
+    parts = dict.fromkeys(PARTS, 0.0)
     left = idle
     for part in HOST_PARTS:
         cause = host.get(part, EMPTY)
-        out[part] = length(intersect(left, cause))
+        parts[part] = length(intersect(left, cause))
         left = subtract(left, cause)
-    out["item_sync"] = length(intersect(left, until_next_busy(item_syncs, busy)))
-    out["copy_sync"] = length(intersect(left, until_next_busy(copy_syncs, busy)))
-    for part, cause in (("sync", until_next_busy(syncs, busy)), ("copy", copies)):
-        out[part] = length(intersect(left, cause))
-        left = subtract(left, cause)
-    out["dispatch"], out["host"] = _late_launches(left, tasks)
-    return out
+    sub = {"item_sync": length(intersect(left, until_next_busy(item_syncs, busy))),
+           "copy_sync": length(intersect(left, until_next_busy(copy_syncs, busy)))}
+    synced = until_next_busy(syncs, busy)
+    parts["sync"] = length(intersect(left, synced))
+    left = subtract(left, synced)
+    sub["pageable_copy"] = length(intersect(left, pageable))
+    parts["copy"] = length(intersect(left, copies))
+    left = subtract(left, copies)
+    late, parts["host"] = _late_launches(left, tasks)
+    parts["dispatch"] = length(late)
+    sub["dispatch_in_operators"] = length(intersect(late, operators))
+    return IdleSplit(parts, sub, late)
 
 
 def outlier_mask(windows: pd.DataFrame) -> np.ndarray:
@@ -115,10 +138,11 @@ def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of) -> dict[str
     }
 
 
-def _late_launches(gaps: np.ndarray, tasks: pd.DataFrame) -> tuple[float, float]:
-    """Split idle stretches by the next device task after each: launched after the stretch began (dispatch) or not."""
+def _late_launches(gaps: np.ndarray, tasks: pd.DataFrame) -> tuple[np.ndarray, float]:
+    """Split idle stretches by the next device task after each: those launched after the stretch began (dispatch,
+    returned as intervals), and the µs of the others."""
     if not len(gaps):
-        return 0.0, 0.0
+        return EMPTY, 0.0
     known = tasks.dropna(subset=["device_ts"]).sort_values("device_ts", kind="stable")
     starts = known["device_ts"].to_numpy(float)
     launches = known["launch_ts"].to_numpy(float)
@@ -127,7 +151,7 @@ def _late_launches(gaps: np.ndarray, tasks: pd.DataFrame) -> tuple[float, float]
     launched = np.where(found, launches[np.minimum(at, max(len(starts) - 1, 0))] if len(starts) else np.nan, np.nan)
     late = found & (launched > gaps[:, 0])
     sizes = gaps[:, 1] - gaps[:, 0]
-    return float(sizes[late].sum()), float(sizes[~late].sum())
+    return gaps[late], float(sizes[~late].sum())
 
 
 def idle_facts(scope: RankScope) -> list[Fact]:
@@ -139,15 +163,19 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     if rank.trace is None:
         return []
     trace, names = rank.trace, traits(rank.platform).runtime
+    platform = traits(rank.platform)
+    pageable, blocking = EMPTY, None
     if rank.kineto is not None:
-        gpu = rank.kineto.gpu
+        gpu, runtime = rank.kineto.gpu, rank.kineto.runtime
         if gpu.empty:  # a CPU-only trace: there is no device to be idle
             return []
-        windows = step_windows(gpu, rank.kineto.runtime, rank.kineto.cpu)
+        windows = step_windows(gpu, runtime, rank.kineto.cpu)
         busy = merged(gpu.loc[gpu["kind"].isin(["compute", "communication"])])
         free = subtract(_window_set(windows), busy)
         copies = merged(gpu.loc[gpu["kind"] == "memory"])
-        tasks = pd.DataFrame({"device_ts": gpu["ts"], "launch_ts": gpu["correlation"].map(launch_times(rank.kineto.runtime))})
+        tasks = pd.DataFrame({"device_ts": gpu["ts"], "launch_ts": gpu["correlation"].map(launch_times(runtime))})
+        pageable = _pageable_spans(gpu, runtime)
+        blocking = draining_copy_calls(gpu, runtime, names.copy_call)
         source = f"{show(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
     else:
         kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame()
@@ -172,38 +200,91 @@ def idle_facts(scope: RankScope) -> list[Fact]:
             "gc": spans(trace.host.loc[trace.host["cat"] == "GC"]),
             "optimizer": spans(trace.host.loc[matching(trace.host["name"], OPTIMIZER_STEP)]),
             "zero_grad": spans(trace.host.loc[matching(trace.host["name"], ZERO_GRAD)])}
-    program_syncs, item_syncs, copy_syncs, _allocator_syncs = sync_calls(apis, trace.host, names)  # the allocator's are its idle
+    # the allocator's synchronisations are its idle
+    program_syncs, item_syncs, copy_syncs, _allocator_syncs = sync_calls(apis, trace.host, names, blocking)
     copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
+    operators = trace.host.loc[trace.host["name"].str.startswith("aten::")] if platform.records_every_operator else None
 
     syncs, item_spans, copy_spans = spans(program_syncs), spans(item_syncs), spans(copy_syncs)
+    operator_spans = spans(operators) if operators is not None else EMPTY
 
-    def parts_of(idle: np.ndarray) -> dict[str, float]:
-        return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans)
+    def split(idle: np.ndarray) -> IdleSplit:
+        return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans, pageable, operator_spans)
 
     typical = windows.loc[~outlier_mask(windows)]
     typical_idle = intersect(free, _window_set(typical)) if len(typical) < len(windows) else free
-    parts = parts_of(typical_idle)
-    item_sync, copy_sync = parts.pop("item_sync"), parts.pop("copy_sync")
+    found = split(typical_idle)
     count = len(typical)
     step = (breakdown.step_time_us if breakdown is not None and count == len(windows)
             else float((typical["end"] - typical["start"]).sum()) / count)
     idle = length(typical_idle) / count
-    per_step = {part: value / count for part, value in parts.items()}
+    per_step = {part: value / count for part, value in found.parts.items()}
     largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None
     share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)
-    spread = step_outliers(windows, free, parts_of)
+    spread = step_outliers(windows, free, lambda stretch: split(stretch).parts)
     if spread:  # the excess is part of the mean step over every window, not of the typical step
         mean_step = (breakdown.step_time_us if breakdown is not None and breakdown.step_time_us
                      else float((windows["end"] - windows["start"]).mean()))
         spread["outlier_excess_share_of_step"] = share(spread["outlier_excess_us"], mean_step)
+    launch_calls = inside(apis.loc[matching(apis["name"], names.launch)], typical)
+    launches = len(launch_calls) / count
+    per_launch = platform.host_us_per_launch
+    if per_launch is None:
+        per_launch = float(launch_calls["dur"].mean()) if len(launch_calls) else 0.0
+    explained = min(per_step["dispatch"], launches * per_launch)
+    top, top_us = _top_operator(found.late, operators) if operators is not None else (None, None)
+    in_operators = found.sub["dispatch_in_operators"] / count if operators is not None else None
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
         idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
         **{f"{part}_share_of_step": share(value, step) for part, value in per_step.items()},
         largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
-        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=item_sync / count,
-        copy_sync_us=copy_sync / count, **spread,
+        dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=found.sub["item_sync"] / count,
+        copy_sync_us=found.sub["copy_sync"] / count, pageable_copy_us=found.sub["pageable_copy"] / count,
+        launches_per_step=launches, launch_explained_us=explained,
+        launch_explained_share=share(explained, per_step["dispatch"]) if per_step["dispatch"] > 0 else None,
+        dispatch_in_operators_us=in_operators, dispatch_top_operator=top,
+        dispatch_top_operator_us=top_us / count if top_us is not None else None,
+        dispatch_host_activity=_host_activity(per_step["dispatch"], in_operators, top,
+                                              top_us / count if top_us is not None else None),
+        **spread,
     )]
+
+
+def _pageable_spans(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
+    """The copies from or to pageable memory on the device, and the host's calls that made them (by correlation)."""
+    kinds = copy_kinds(gpu.loc[gpu["kind"] == "memory"])
+    pageable = kinds.loc[kinds["host_memory"] == "Pageable"]
+    calls = runtime.loc[runtime["correlation"].isin(pageable["correlation"].dropna())]
+    return union(np.concatenate([spans(pageable), spans(calls)]))
+
+
+def _host_activity(dispatch: float, in_operators: float | None, top: str | None, top_us: float | None) -> str | None:
+    """What the host does while the device waits for its launches, in words (None without dispatch idle)."""
+    if dispatch <= 0:
+        return None
+    if in_operators is None:
+        return ("the trace records too few host operators to tell what the host ran (read the host threads in the "
+                "idle stretches of the timeline)")
+    inside_text = f"inside framework operators {in_operators:,.0f} µs per step"
+    if top is not None and top_us:
+        inside_text += f" (most in {top}, {top_us:,.0f} µs)"
+    return (f"{inside_text}; outside any recorded operator {max(dispatch - in_operators, 0.0):,.0f} µs (Python code, "
+            "data preparation, or work the trace does not record)")
+
+
+def _top_operator(late: np.ndarray, operators: pd.DataFrame) -> tuple[str | None, float | None]:
+    """The framework operator the host is inside for most of the dispatch stretches ``late``, and that time (µs)."""
+    if not len(late) or operators.empty:
+        return None, None
+    window = np.array([[late[0, 0], late[-1, 1]]])
+    nearby = operators.loc[(operators["ts"] < window[0, 1]) & (operators["ts"] + operators["dur"] > window[0, 0])]
+    best, best_us = None, 0.0
+    for name, rows in nearby.groupby("name", sort=True):
+        covered = length(intersect(late, spans(rows)))
+        if covered > best_us:
+            best, best_us = str(name), covered
+    return (best, best_us) if best is not None else (None, None)
 
 
 def _preparing(overlap: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:

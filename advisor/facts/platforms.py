@@ -55,6 +55,14 @@ GPU_RUNTIME = RuntimeNames(
 )
 
 
+# What eager PyTorch spends on the host per CUDA kernel it launches — Python, the dispatcher, the launch call — at the
+# high end: eager dispatch costs ~10–20 µs per op, and under the profiler's record_shapes/with_stack the eager decode
+# trace in tests/fixtures/h200-recorded spends ~35 µs per kernel. Host time beyond launches × this is not launch
+# overhead: the host is doing other work. (torch_npu's task queue, on by default, launches from a thread of its own,
+# whose per-kernel cost is the launch call the trace times: Node@launch.)
+EAGER_GPU_US_PER_LAUNCH = 50.0
+
+
 @dataclass(frozen=True)
 class PlatformTraits:
     """How one platform's profiles differ where the fact families read them."""
@@ -64,13 +72,18 @@ class PlatformTraits:
     allocator_on_host: bool  # allocator events are host calls, counted in ProfilerStep windows (else device windows)
     collectives_carry_traffic: bool  # its communication tables say what each collective moved (HCCL's do; NCCL
     # kernels matched across ranks do not), which the MC2 candidates and the bandwidth facts need
+    records_every_operator: bool  # its host table holds every framework op (a PyTorch trace's aten:: ops), so where
+    # the host was during the device's idle time can be told op by op; the Ascend readers keep only a few ops
+    host_us_per_launch: float | None  # the host time one kernel costs on the thread that launches it; None: the
+    # launch call's own measured time (torch_npu's task queue launches on a thread of its own)
 
 
 PLATFORM_TRAITS: dict[Platform, PlatformTraits] = {
     "ascend": PlatformTraits(runtime=ASCEND_RUNTIME, host_process="Python", allocator_on_host=False,
-                             collectives_carry_traffic=True),
+                             collectives_carry_traffic=True, records_every_operator=False, host_us_per_launch=None),
     "gpu": PlatformTraits(runtime=GPU_RUNTIME, host_process="cpu_op", allocator_on_host=True,
-                          collectives_carry_traffic=False),
+                          collectives_carry_traffic=False, records_every_operator=True,
+                          host_us_per_launch=EAGER_GPU_US_PER_LAUNCH),
 }
 
 

@@ -39,10 +39,34 @@ from advisor.ingest.model import FileProblem
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
 CPU_CATEGORIES = {"cpu_op", "operator", "user_annotation"}
-COMMUNICATION_KERNEL = re.compile(r"^(nccl|rccl)|ncclKernel|ncclDevKernel", re.IGNORECASE)
+# Communication kernels: NCCL/RCCL and the libraries that move data between GPUs with kernels of their own —
+# DeepEP's dispatch/combine, vLLM's and TensorRT-LLM's custom all-reduce, PyTorch's symmetric-memory collectives,
+# NVSHMEM, MSCCL++, UCC — named as they appear in real traces.
+COMMUNICATION_KERNEL = re.compile(
+    r"^(nccl|rccl|msccl)|ncclKernel|ncclDevKernel|deep_?ep::|\b(intranode|internode(_ll)?)::(dispatch|combine|notify)|"
+    r"cross_device_reduce|custom_?all_?reduce|allreduce_fusion|(one|two)_shot_all_reduce|multimem_(all_reduce|"
+    r"all_gather|reduce_scatter)|symm_?mem|nvshmem|mscclpp|\bucc_|all_?to_?all_?(kernel|dispatch|combine)|"
+    r"lamport|\bhcom_",
+    re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(hip)?(Memcpy|Memset)|^dma", re.IGNORECASE)
 CPU_EVENTS = re.compile(rf"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^(?:{API_OPS['gpu'].pattern})|SyncBatchNorm",
                         re.IGNORECASE)  # the framework ops: those ingest.kept keeps
+
+
+GPU_COLUMNS = ["name", "kind", "stream", "device", "correlation", "ts", "dur", "external_id"]
+RUNTIME_COLUMNS = ["name", "correlation", "tid", "ts", "dur"]
+CPU_COLUMNS = ["name", "tid", "ts", "dur", "external_id", "dtype"]
+# The framework ops that do matrix math (forward and backward), whose operand types (record_shapes' "Input type") tell
+# the precision of the kernels they launch.
+MATRIX_OPS = re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm|_scaled_grouped_mm|_grouped_mm|"
+                        r"_int_mm|(cudnn_|miopen_|_)?convolution\w*|conv\w*|_scaled_dot_product_\w+|_flash_attention\w*|"
+                        r"_efficient_attention\w*|_cudnn_attention\w*)$")
+# Operand types as record_shapes writes them, from the lowest precision: the first one found is the op's precision
+# (a _scaled_mm of FP8 matrices with a BF16 bias is FP8).
+_DTYPES = (("fp8", re.compile(r"Float8|float8")), ("int8", re.compile(r"^(signed char|c10::qint8|int8)$")),
+           ("bf16", re.compile(r"BFloat16|bfloat16")), ("fp16", re.compile(r"^(c10::Half|half|Half)$")),
+           ("fp32", re.compile(r"^float$")), ("fp64", re.compile(r"^double$")))
+_TYPE_LIST = msgspec.json.Decoder(list[Union[str, None]])
 
 
 class _Args(msgspec.Struct):
@@ -53,6 +77,8 @@ class _Args(msgspec.Struct):
     allocated: Union[float, None] = msgspec.field(default=None, name="Total Allocated")
     reserved: Union[float, None] = msgspec.field(default=None, name="Total Reserved")
     size: Union[float, None] = msgspec.field(default=None, name="Bytes")  # each allocation (+) or free (−)
+    external_id: Union[int, None] = msgspec.field(default=None, name="External id")  # a kernel's op (cpu_op's own id)
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")  # decoded for matrix ops only
     # Left undecoded: only whether an op has them tells that record_shapes / with_stack was on.
     shapes: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Call stack")
@@ -103,9 +129,10 @@ class KinetoTrace:
 
     path: Path
     rank: int | None
-    gpu: pd.DataFrame  # name, kind (compute|communication|memory), stream, device, correlation, ts, dur
-    runtime: pd.DataFrame  # name, correlation, tid, ts, dur
-    cpu: pd.DataFrame  # name, tid, ts, dur
+    gpu: pd.DataFrame  # GPU_COLUMNS: name, kind (compute|communication|memory), stream, device, correlation, ts, dur,
+    # external_id (the cpu_op that launched it, when the trace records it)
+    runtime: pd.DataFrame  # RUNTIME_COLUMNS: name, correlation, tid, ts, dur
+    cpu: pd.DataFrame  # CPU_COLUMNS: name, tid, ts, dur, external_id, dtype (a matrix op's operand precision, else None)
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
     device_name: str | None = None  # deviceProperties[0].name, e.g. "NVIDIA H100 80GB HBM3"
     compute_capability: str | None = None  # deviceProperties[0] computeMajor.computeMinor, e.g. "7.0"
@@ -126,10 +153,7 @@ def read_kineto(path: Path) -> KinetoTrace:
         if not start:
             raise FileProblem("is empty")
         if start.startswith(b"["):
-            raise FileProblem("holds a bare JSON array of events, as the legacy torch.autograd.profiler's "
-                              "export_chrome_trace writes; it has no kernel launch records advisor can use: profile "
-                              "with torch.profiler.profile(activities=[CPU, CUDA]) and tensorboard_trace_handler or "
-                              "export_chrome_trace")
+            return _read_legacy(path, handle, head)
         if not start.startswith(b"{"):
             raise FileProblem("is not a PyTorch profiler trace (the file does not hold a JSON object)")
         found = _EVENTS_KEY.search(head)
@@ -158,6 +182,68 @@ def read_kineto(path: Path) -> KinetoTrace:
         warnings.append("the keys after traceEvents are not valid JSON and were ignored")
         after = _Keys()
     return _trace(path, before, after, rows, cut.reason, warnings)
+
+
+class _LegacyEvent(msgspec.Struct):
+    """An event of the legacy autograd profiler's Chrome trace: a JSON array of ``X`` events in the processes
+    "CPU functions" and "CUDA functions" (tid: the device), and ``s``/``f`` flows (same ``id``) from an op's start to
+    the GPU interval it launched."""
+
+    ph: Union[str, None] = None
+    name: Union[str, None] = None
+    ts: Union[float, None] = None
+    dur: Union[float, None] = None
+    tid: Union[int, str, None] = None
+    pid: Union[int, str, None] = None
+    id: Union[int, str, None] = None
+
+
+_LEGACY_DECODERS = EventDecoders.of(_LegacyEvent)
+LEGACY_LAUNCH = "cpu_to_cuda"  # the runtime table's name for a legacy flow's start (the op that launched the work)
+_LEGACY_NO_GPU = ("holds a bare JSON array of events as the legacy torch.autograd.profiler's export_chrome_trace "
+                  "writes, with no GPU activity in it (PyTorch 1.8 and later write only CPU functions there): profile "
+                  "with torch.profiler.profile(activities=[CPU, CUDA]) and tensorboard_trace_handler or export_chrome_trace")
+
+
+def _read_legacy(path: Path, handle, head: bytes) -> KinetoTrace:
+    """The legacy autograd profiler's array: its "CPU functions" as cpu ops, its "CUDA functions" as GPU activity (on
+    one stream per device: the array records no streams) and its flows as the launches linking them."""
+    cpu, gpu, starts, ends, bad = [], [], {}, {}, 0
+    cut = Cut()
+    start = head.lstrip()
+    try:
+        for events, dropped in array_blocks(handle, start[1:], len(head) - len(start) + 1, _LEGACY_DECODERS, cut):
+            bad += dropped
+            for event in events:
+                if event.ts is None or event.ts - event.ts != 0:
+                    continue
+                if event.ph == "X" and event.dur is not None and event.dur >= 0:
+                    (gpu if event.pid == "CUDA functions" else cpu).append(event)
+                elif event.ph in ("s", "f") and event.id is not None:
+                    (starts if event.ph == "s" else ends)[event.id] = event
+    except RecursionError as exc:
+        raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
+    if not gpu:
+        raise FileProblem(_LEGACY_NO_GPU)
+    flow_of = {(e.ts, e.name): flow for flow, e in ends.items()}
+    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": []}
+    for event in gpu:
+        name = event.name or ""
+        device = _stream(event.tid)
+        flow = flow_of.get((event.ts, event.name))
+        correlation = flow if isinstance(flow, int) else None
+        rows["gpu"].append((name, _kind(name, "kernel"), device, device, correlation, event.ts, event.dur, None))
+    for flow, event in starts.items():
+        if isinstance(flow, int) and flow in ends:
+            rows["runtime"].append((LEGACY_LAUNCH, flow, event.tid, event.ts, 0.0))
+    for event in cpu:
+        if CPU_EVENTS.search(event.name or ""):
+            rows["cpu"].append((event.name, event.tid, event.ts, event.dur, None, None))
+    warnings = [f"{bad} event(s) with fields of unexpected types were ignored"] if bad else []
+    warnings.append("a legacy torch.autograd.profiler trace (a JSON array): it records no runtime calls, streams, "
+                    "device properties or memory, and its GPU intervals are per operator before PyTorch 1.8; profile "
+                    "with torch.profiler for a full diagnosis")
+    return _trace(path, _Keys(), _Keys(), {**rows, "recorded": [], "untotalled": []}, cut.reason, warnings)
 
 
 _HINT_BYTES = 64 << 10
@@ -206,12 +292,13 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
         name = event.name or ""
         if category in GPU_CATEGORIES:
             rows["gpu"].append((name, _kind(name, category), _stream(args.stream), args.device, args.correlation, event.ts,
-                                event.dur))
+                                event.dur, args.external_id))
         elif category in RUNTIME_CATEGORIES:
             rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
         elif category in CPU_CATEGORIES:
             if CPU_EVENTS.search(name):
-                rows["cpu"].append((name, event.tid, event.ts, event.dur))
+                dtype = _operand_dtype(args.input_types) if args.input_types and MATRIX_OPS.match(name) else None
+                rows["cpu"].append((name, event.tid, event.ts, event.dur, args.external_id, dtype))
             recorded = rows["recorded"]
             if len(recorded) < 2:
                 recorded += [key for key, raw in (("record_shapes", args.shapes), ("with_stack", args.stack))
@@ -242,15 +329,24 @@ def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], trunc
     device = next((d for d in devices if d.name), None)
     return KinetoTrace(
         path=path, rank=distributed.rank if distributed is not None else None,
-        gpu=frame("gpu", ["name", "kind", "stream", "device", "correlation", "ts", "dur"]),
-        runtime=frame("runtime", ["name", "correlation", "tid", "ts", "dur"]),
-        cpu=frame("cpu", ["name", "tid", "ts", "dur"]),
+        gpu=frame("gpu", GPU_COLUMNS),
+        runtime=frame("runtime", RUNTIME_COLUMNS),
+        cpu=frame("cpu", CPU_COLUMNS),
         memory=frame("memory", ["ts", "allocated_mb", "reserved_mb"]),
         device_name=device.name if device is not None else None,
         compute_capability=(f"{device.computeMajor}.{device.computeMinor or 0}"
                             if device is not None and device.computeMajor is not None else None),
         settings=settings, truncation=truncation, warnings=warnings,
     )
+
+
+def _operand_dtype(raw: msgspec.Raw) -> str | None:
+    """A matrix op's precision from its operand types (``_DTYPES``), None when none is a floating or int8 type."""
+    try:
+        types = [t for t in _TYPE_LIST.decode(bytes(raw)) if t]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return next((label for label, pattern in _DTYPES if any(pattern.search(t) for t in types)), None)
 
 
 def _kind(name: str, category: str) -> str:
