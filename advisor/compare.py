@@ -212,7 +212,8 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
     base_side, target_side = _side(base_report, base), _side(target_report, target)
     words = labels(lang)
     reasons = incomparabilities(base_side, target_side, words)
-    findings = [] if reasons else diagnose_difference(facts, book, lang, _profile_breakdown(base), _profile_breakdown(target))
+    findings = [] if reasons else diagnose_difference(facts, book, lang, _profile_breakdown(base),
+                                                      _profile_breakdown(target))
     rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}
     deltas = [f for f in facts if isinstance(f, OperatorDeltaFact)]
     distance = operator_mix_distance(deltas)

@@ -33,8 +33,9 @@ class Side(_Model):
                                           "spaced ones, so beyond 200 steps it is an estimate.")
     step_count: int = Field(0, ge=0, description="The steps each rank's mean step is over, the fewest of any rank (0 "
                                                  "without a step breakdown).")
-    profiler_level: str | None = Field(None, description="The Ascend profiler level (profiler_info): Level0, Level1, "
-                                                         "Level2; None where the capture does not record one (a GPU trace).")
+    profiler_level: str | None = Field(None, description="The Ascend profiler level (profiler_info): Level0, "
+                                                         "Level1, Level2; None where the capture records none (a GPU "
+                                                         "trace).")
 
 
 class Incomparability(_Model):

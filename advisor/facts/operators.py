@@ -190,7 +190,8 @@ def operator_facts(scope: RankScope) -> list[Fact]:
     else:
         return []
     step_time = breakdown.step_time_us if breakdown is not None else None
-    coverage = table_coverage(float(stats["total_us_per_step"].sum()), breakdown.compute_us if breakdown is not None else None)
+    compute = breakdown.compute_us if breakdown is not None else None
+    coverage = table_coverage(float(stats["total_us_per_step"].sum()), compute)
     device = device_entry(rank.device_info)
     cores = core_counts_of(device)
     facts = []
