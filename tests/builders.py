@@ -491,10 +491,10 @@ def build_rank_db(parent: Path, spec: RankSpec) -> Path:
         process, start, end = names[event["pid"]], ns(event["ts"]), ns(event["ts"]) + round(float(event["dur"]) * 1000)
         if process == "Ascend Hardware":
             continue  # written from the kernel rows above
-        elif process == "CANN":
+        elif process == "CANN":  # the DB keeps the bare name and its level in type: "Node@launch" is (10000, "launch")
+            level, _, bare = event["name"].partition("@")
             db.execute("INSERT INTO CANN_API VALUES (?,?,?,?,?,?)",
-                       (start, end, 10000 if event["name"] == "Node@launch" else 20000, event["tid"], launch_of.get(start),
-                        sid(event["name"])))
+                       (start, end, 10000 if level == "Node" else 20000, event["tid"], launch_of.get(start), sid(bare)))
         elif process == "Python":
             if event["name"].startswith("ProfilerStep#"):
                 db.execute("INSERT INTO STEP_TIME VALUES (?,?,?)", (int(event["name"].split("#")[1]), start, end))

@@ -10,14 +10,18 @@ import json
 import math
 import shutil
 import sqlite3
+from contextlib import closing
 
 import pytest
 from builders import EVERY_CATEGORY_CONTEXT, Kernel, RankSpec, StepRow, build_rank, build_rank_db
+from conftest import FIXTURES, REAL
 
 from advisor.diagnose import diagnose
 from advisor.facts import extract_facts
 from advisor.ingest import load_profile
 from advisor.usercontext import build_context
+
+REAL_DB = FIXTURES / "ascend-more" / "db-level1-2ranks"  # the same job family as REAL, exported as DB
 
 SPECS = {
     "default": RankSpec(),
@@ -115,3 +119,121 @@ def test_db_export_metadata_and_user_context_reach_the_facts(tmp_path, rulebook)
     env = {f["name"]: f["value"] for f in report.facts if f["type"] == "environment"}
     assert env.get("PYTORCH_NPU_ALLOC_CONF") == "expandable_segments:True"
     assert json.loads(json.dumps(report.coverage.model_dump()))["skipped"] == []
+
+
+# Number columns the readers use, in the DB file that holds them; the real export declares PYTORCH_API's TEXT.
+NUMBER_COLUMNS = [("ascend_pytorch_profiler_3.db", "PYTORCH_API", "startNs"),
+                  ("ascend_pytorch_profiler_3.db", "PYTORCH_API", "endNs"),
+                  ("ascend_pytorch_profiler_3.db", "TASK", "endNs"),
+                  ("ascend_pytorch_profiler_3.db", "CANN_API", "startNs"),
+                  ("ascend_pytorch_profiler_3.db", "COMMUNICATION_OP", "startNs"),
+                  ("ascend_pytorch_profiler_3.db", "MEMORY_RECORD", "totalReserved"),
+                  ("ascend_pytorch_profiler_3.db", "STEP_TIME", "startNs"),
+                  ("analysis.db", "StepTraceTime", "computing"),
+                  ("analysis.db", "CommAnalyzerTime", "elapse_time"),
+                  ("analysis.db", "CommAnalyzerBandwidth", "transit_size"),
+                  ("analysis.db", "CommAnalyzerMatrix", "transit_time")]
+
+
+def _as_text(database, table: str, column: str, values: tuple = ()) -> None:
+    """Declare ``table.column`` TEXT and store its numbers as text, as the real export does with PYTORCH_API's times;
+    then add a copy of the first row for each of ``values``, holding that value in the column."""
+    with closing(sqlite3.connect(database)) as db:
+        declared = [(row[1], row[2]) for row in db.execute(f"PRAGMA table_info({table})")]
+        db.executescript(
+            f"CREATE TABLE retyped({', '.join(f'{n} TEXT' if n == column else f'{n} {t}' for n, t in declared)});"
+            f"INSERT INTO retyped SELECT {', '.join(f'CAST({n} AS TEXT)' if n == column else n for n, _ in declared)}"
+            f" FROM {table}; DROP TABLE {table}; ALTER TABLE retyped RENAME TO {table};")
+        assert db.execute(f"SELECT DISTINCT typeof({column}) FROM {table}").fetchall() == [("text",)]
+        for value in values:
+            copy = db.execute(f"INSERT INTO {table} SELECT * FROM {table} ORDER BY rowid LIMIT 1").lastrowid
+            db.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (value, copy))
+        db.commit()
+
+
+@pytest.mark.parametrize(("file", "table", "column"), NUMBER_COLUMNS, ids=[f"{t}.{c}" for _, t, c in NUMBER_COLUMNS])
+def test_numbers_stored_as_text_read_as_the_numbers(tmp_path, file, table, column):
+    spec = SPECS["rdma-groups"]  # rank 3, with a matrix
+    build_rank_db(tmp_path / "ints", spec)
+    rank_dir = build_rank_db(tmp_path / "texts", spec)
+    _as_text(rank_dir / "ASCEND_PROFILER_OUTPUT" / file, table, column)
+    profile = load_profile(tmp_path / "texts")
+    assert not profile.coverage.warnings and not profile.coverage.partly_read and not profile.coverage.skipped
+    ints, texts = _facts(tmp_path / "ints"), _facts(tmp_path / "texts")
+    assert ints.keys() == texts.keys()
+    different = [f"{fid}.{field}" for fid in ints for field in ints[fid]
+                 if not _same(ints[fid][field], texts[fid][field])]
+    assert not different, different
+
+
+@pytest.mark.parametrize(("file", "table", "column"), NUMBER_COLUMNS, ids=[f"{t}.{c}" for _, t, c in NUMBER_COLUMNS])
+def test_text_that_is_not_a_number_is_counted_against_its_table_and_column(tmp_path, rulebook, file, table, column):
+    rank_dir = build_rank_db(tmp_path, SPECS["rdma-groups"])
+    # rows holding garbage, a number with a tail (CAST would read 12), a NULL (missing, not garbage) and a blob
+    _as_text(rank_dir / "ASCEND_PROFILER_OUTPUT" / file, table, column, ("garbage", "12abc", None, b"\x00\x01"))
+    report = diagnose(tmp_path, rulebook=rulebook)
+    assert report.input.ranks == [3] and report.facts
+    shown = f"{rank_dir.name}/ASCEND_PROFILER_OUTPUT/{file}"
+    assert f"{shown}: 3 non-numeric value(s) in column {column} of table {table} were treated as missing" \
+        in report.coverage.warnings
+
+
+def test_the_real_db_export_stores_numbers_as_text_and_diagnoses(rulebook):
+    """PYTORCH_API declares startNs/endNs TEXT in the real export (torch_npu 2.x, DB schema 1.0.0): it used to stop the
+    diagnosis with a TypeError (exit 70)."""
+    database = REAL_DB / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    with closing(sqlite3.connect(f"file:{database}?mode=ro&immutable=1", uri=True)) as db:
+        stored = db.execute("SELECT DISTINCT typeof(startNs), typeof(endNs) FROM PYTORCH_API").fetchall()
+    assert stored == [("text", "text")]
+    report = diagnose(REAL_DB, rulebook=rulebook)
+    assert report.status == "complete" and report.input.ranks == [0, 1]
+    assert not report.coverage.warnings and not report.coverage.missing and not report.coverage.skipped
+    assert report.findings[0].id == "cluster.straggler_outside_capture"
+
+
+def test_the_real_db_export_agrees_with_the_text_export_of_the_same_job(rulebook):
+    """REAL_DB is the DB export of the job REAL exports as text, captured again 28 minutes later: the same step
+    (ProfilerStep#50), the same 191 device tasks per rank (187 kernels, 4 AllReduces), the same traffic. What the two
+    captures record the same, the two exports must say the same; the rest differs because of what follows:
+
+    * another capture: durations differ by a few percent, and in the DB capture the ranks wait for local rank 6
+      rather than 5 (its Notify_Wait tasks, 88 ms of rank 0's, name peer 6);
+    * rank 1's profiler DB has no OVERLAP_ANALYSIS table (rank 0's has): rank 1's idle time is measured between its
+      kernels, without the Preparing stretch where its blocking copy and DataLoader sit, so io.blocking_copies is
+      measured on rank 0 alone (4.6 ms against 10.4 ms a step: medium, not high);
+    * in the DB capture the task queue launched the optimizer's ForeachAddList kernels 5 ms after Optimizer.step
+      ended, so the launches inside it are backward kernels and optimizer.unfused_step fires there only;
+    * OP_MEMORY names GE's operators without the ``cann::`` prefix of operator_memory.csv.
+    """
+    db, text = load_profile(REAL_DB), load_profile(REAL)
+    for db_rank, text_rank in zip(db.ranks, text.ranks):
+        assert len(db_rank.kernels.frame) == len(text_rank.kernels.frame) == 191
+        assert set(db_rank.kernels.frame["step"]) == set(text_rank.kernels.frame["step"]) == {"50"}
+    db_facts = {f.id: f for f in extract_facts(db).facts}
+    text_facts = {f.id: f for f in extract_facts(text).facts}
+    for rank in (0, 1):
+        same = ("compile_calls_per_step", "sync_calls_per_step", "item_sync_calls_per_step", "copy_sync_calls_per_step",
+                "launch_calls_per_step", "stream_gaps_per_step")
+        assert [getattr(db_facts[f"host:r{rank}"], n) for n in same] == [19, 7, 5, 2, 191, 179]
+        assert [getattr(text_facts[f"host:r{rank}"], n) for n in same] == [19, 7, 5, 2, 191, 179]
+        db_hccs, text_hccs = db_facts[f"transport:r{rank}:HCCS"], text_facts[f"transport:r{rank}:HCCS"]
+        assert (db_hccs.size_mb_per_step, db_hccs.ops_per_step) == (text_hccs.size_mb_per_step, text_hccs.ops_per_step)
+        assert db_hccs.size_mb_per_step == pytest.approx(427.596096)  # once per op, not once per packet size
+        db_step, text_step = db_facts[f"breakdown:r{rank}"], text_facts[f"breakdown:r{rank}"]
+        assert db_step.compute_us == pytest.approx(text_step.compute_us, rel=0.01)
+        assert db_step.step_time_us == pytest.approx(text_step.step_time_us, rel=0.05)
+        assert db_facts[f"memory:r{rank}"].peak_reserved_mb == text_facts[f"memory:r{rank}"].peak_reserved_mb == 1526.75
+        assert db_facts[f"memory:r{rank}"].process_peak_reserved_mb == pytest.approx(
+            text_facts[f"memory:r{rank}"].process_peak_reserved_mb, rel=0.01)  # NPU_MEM's app rows
+    links = {(f.rank, f.src_rank, f.dst_rank, f.transport, round(f.size_mb_per_step, 6))
+             for f in db_facts.values() if f.family == "link"}
+    assert links == {(f.rank, f.src_rank, f.dst_rank, f.transport, round(f.size_mb_per_step, 6))
+                     for f in text_facts.values() if f.family == "link"}
+    waited = [facts["communication:r0:collective"].waited_peer for facts in (db_facts, text_facts)]
+    assert waited == [6, 5]  # Notify_Wait tasks, from COMMUNICATION_TASK_INFO in the DB
+    db_report, text_report = diagnose(REAL_DB, rulebook=rulebook), diagnose(REAL, rulebook=rulebook)
+    top = {f.id for f in text_report.findings[:5]}
+    assert {f.id for f in db_report.findings[:5]} == top and db_report.findings[0].id == text_report.findings[0].id
+    assert [f.severity for f in text_report.findings if f.id == "io.blocking_copies"] == ["high"]
+    assert [f.severity for f in db_report.findings if f.id == "io.blocking_copies"] == ["medium"]
+    assert {f.id for f in db_report.findings} ^ {f.id for f in text_report.findings} == {"optimizer.unfused_step"}

@@ -20,6 +20,10 @@ read, naming the table and the columns) and the file's other tables are read; co
 ``COMMUNICATION_OP`` of DB schema 1.0.0 lacks, ``opType``, shapes, Block Dim) are read as missing. Numbers get the CSV reader's checks (negative,
 infinite, implausibly large → missing, with a warning). Table and column names follow the reference;
 ``OVERLAP_ANALYSIS`` is only named there, so its columns (``type``, ``startNs``, ``endNs``) are assumed.
+
+Every time, size and id column is read as a number by value, not by its declared type: a real export declares
+``PYTORCH_API.startNs``/``endNs`` TEXT and stores the numbers as text. A value that is not wholly a number (garbage
+text, a blob) is read as missing and counted in a warning naming the table and column.
 """
 
 from __future__ import annotations
@@ -41,12 +45,23 @@ from advisor.ingest.columns import Columns, columns_of
 from advisor.ingest.communication import TRAFFIC_COLUMNS, TRANSPORTS
 from advisor.ingest.csvtable import plausible_numbers
 from advisor.ingest.model import CommunicationTables, CsvTable, FileProblem
-from advisor.ingest.trace import API_EVENTS, FRAMEWORK_OPS, HOST_EVENTS, OVERLAP_LANES, TraceTables
+from advisor.ingest.trace import (
+    API_EVENTS,
+    FRAMEWORK_OPS,
+    HOST_EVENTS,
+    NOTIFY_COLUMNS,
+    NOTIFY_WAIT,
+    OVERLAP_LANES,
+    TraceTables,
+)
 
 PROFILER_DB_GLOB = "ascend_pytorch_profiler*.db"
 ANALYSIS_DB = "analysis.db"
 _MB = 1024.0 * 1024.0
 _OVERLAP_TYPES = {0: "Computing", 1: "Communication", 2: "Communication(Not Overlapped)", 3: "Free"}
+# CANN_API.type (ENUM_API_TYPE) → the prefix trace_view.json gives the call's name (AscendCL@aclrtMemcpy, Node@launch)
+_API_LEVELS = {20000: "AscendCL", 15000: "Model", 10000: "Node", 5500: "Hccl", 5000: "Runtime"}
+_NULL_TEXT = ("", "N/A", "NA", "n/a", "null", "None")  # text the CSV reader reads as missing
 T = TypeVar("T")
 
 
@@ -82,6 +97,7 @@ class DbTables:
         except sqlite3.DatabaseError as exc:
             raise FileProblem(f"is not a readable SQLite database ({exc})") from exc
         self._strings: dict[int, str] | None = None
+        self._checked: set[tuple[str, str]] = set()  # (table, column) whose non-numbers were counted
 
     def has(self, table: str) -> bool:
         return table in self.names
@@ -95,15 +111,38 @@ class DbTables:
     def columns(self, table: str) -> list[str]:
         return [row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")]
 
-    def select(self, table: str, required: list[str], optional: list[str] | tuple[str, ...] = ()) -> pd.DataFrame:
+    def select(self, table: str, required: list[str], optional: list[str] | tuple[str, ...] = (),
+               numbers: tuple[str, ...] = ()) -> pd.DataFrame:
         """The columns of ``table``: a missing required one is a FileProblem naming the table and columns, a missing
-        optional one is read as NULL (schemas differ: COMMUNICATION_OP of DB schema 1.0.0 has no deviceId)."""
+        optional one is read as NULL (schemas differ: COMMUNICATION_OP of DB schema 1.0.0 has no deviceId); those in
+        ``numbers`` are read as numbers (``count_non_numbers``), a numeric column also when every value is NULL."""
+        present = self.require(table, required)
+        self.count_non_numbers(table, [c for c in numbers if c in present])
+        frame = self.frame("SELECT " + ", ".join(
+            (_number(c) if c in numbers else c) if c in present else f"NULL AS {c}" for c in [*required, *optional])
+            + f" FROM {table}")
+        return frame.astype({c: "float64" for c in numbers if c in frame and frame[c].dtype == object})
+
+    def require(self, table: str, columns: list[str] | tuple[str, ...]) -> set[str]:
+        """The columns ``table`` has; a FileProblem naming the table and the ``columns`` it lacks."""
         present = set(self.columns(table))
-        missing = [c for c in required if c not in present]
-        if missing:
+        if missing := [c for c in columns if c not in present]:
             raise FileProblem(f"table {table} lacks the column(s) {', '.join(missing)}")
-        return self.frame("SELECT " + ", ".join(c if c in present else f"NULL AS {c}" for c in [*required, *optional])
-                          + f" FROM {table}")
+        return present
+
+    def count_non_numbers(self, table: str, columns: list[str]) -> None:
+        """Warn of the values of ``table``'s ``columns`` that ``_number`` reads as missing (not NULL, not a number),
+        once per column however often it is read."""
+        columns = [c for c in columns if (table, c) not in self._checked]
+        if not columns:
+            return
+        self._checked.update((table, c) for c in columns)
+        counts = self.frame("SELECT " + ", ".join(f"SUM({c} IS NOT NULL AND {_number(c, bare=True)} IS NULL)"
+                                                  for c in columns) + f" FROM {table}").iloc[0]
+        for column, bad in zip(columns, counts):
+            if bad:
+                self.warnings.append(f"{int(bad)} non-numeric value(s) in column {column} of table {table} "
+                                     "were treated as missing")
 
     def text(self, values: pd.Series) -> pd.Series:
         """STRING_IDS ids → text (values already text are kept; unknown ids become missing)."""
@@ -137,6 +176,14 @@ def _per_table(what: str) -> Callable[[Callable[..., T]], Callable[..., T | None
     return wrap
 
 
+def _number(column: str, bare: bool = False) -> str:
+    """SQL reading ``column`` (``alias.name`` or ``name``) as a number, named ``name`` unless ``bare``: NULL where it
+    holds anything else. Comparing a value with its CAST converts text by numeric affinity, which takes only text that
+    is wholly a number (``' 12 '``, ``'1.5e3'``); CAST alone reads ``'abc'`` as 0 and ``'12abc'`` as 12."""
+    value = f"CASE WHEN {column} = CAST({column} AS NUMERIC) THEN CAST({column} AS NUMERIC) END"
+    return value if bare else f"{value} AS {column.rpartition('.')[2]}"
+
+
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
@@ -156,7 +203,8 @@ def _table(db: DbTables, path: Path, frame: pd.DataFrame, text: tuple[str, ...] 
     for column in frame.columns:
         if column in text:
             values = frame[column].astype(object)
-            frame[column] = pa.array(values.where(values.notna(), None).tolist(), type=pa.string()).to_pandas()
+            missing = values.isna() | values.isin(_NULL_TEXT)
+            frame[column] = pa.array(values.where(~missing, None).tolist(), type=pa.string()).to_pandas()
         else:
             numbers = pd.to_numeric(frame[column], errors="coerce").astype("float64")
             bad = int((numbers.isna() & frame[column].notna()).sum())
@@ -182,9 +230,11 @@ def read_metadata(db: DbTables, path: Path) -> dict[str, Any] | None:
 
 
 def step_ranges(db: DbTables) -> pd.DataFrame:
+    """STEP_TIME's steps with an id, a start and an end, in order of start."""
     if not db.has("STEP_TIME"):
         return pd.DataFrame(columns=["id", "startNs", "endNs"])
-    return db.frame("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+    steps = db.select("STEP_TIME", ["id", "startNs", "endNs"], numbers=("id", "startNs", "endNs"))
+    return steps.dropna().sort_values("startNs", kind="stable").reset_index(drop=True)
 
 
 def _step_of(starts_ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
@@ -200,20 +250,21 @@ def _step_of(starts_ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
 def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("TASK") or not db.has("COMPUTE_TASK_INFO"):
         return None
-    task_columns, info_columns = set(db.columns("TASK")), set(db.columns("COMPUTE_TASK_INFO"))
-    for table, present, needed in (("TASK", task_columns, ("startNs", "endNs", "globalTaskId")),
-                                   ("COMPUTE_TASK_INFO", info_columns, ("globalTaskId", "name"))):
-        if missing := [c for c in needed if c not in present]:
-            raise FileProblem(f"table {table} lacks the column(s) {', '.join(missing)}")
+    task_columns = db.require("TASK", ("startNs", "endNs", "globalTaskId"))
+    info_columns = db.require("COMPUTE_TASK_INFO", ("globalTaskId", "name"))
     block = "blockNum" if "blockNum" in info_columns else "blockDim"
+    db.count_non_numbers("TASK", [c for c in ("startNs", "endNs", "globalTaskId", "deviceId") if c in task_columns])
+    db.count_non_numbers("COMPUTE_TASK_INFO", [block] if block in info_columns else [])
 
     def column(alias: str, present: set[str], name: str, as_name: str | None = None) -> str:
         return f"{alias}.{name} AS {as_name or name}" if name in present else f"NULL AS {as_name or name}"
 
     tasks = db.frame(
-        "SELECT t.startNs, t.endNs, t.globalTaskId, c.name, " + ", ".join([
-            column("t", task_columns, "deviceId"), column("c", info_columns, "opType"),
-            column("c", info_columns, "taskType"), column("c", info_columns, block, "block"),
+        "SELECT " + ", ".join([
+            _number("t.startNs"), _number("t.endNs"), _number("t.globalTaskId"), "c.name",
+            _number("t.deviceId") if "deviceId" in task_columns else "NULL AS deviceId",
+            column("c", info_columns, "opType"), column("c", info_columns, "taskType"),
+            f"{_number(f'c.{block}', bare=True)} AS block" if block in info_columns else "NULL AS block",
             column("c", info_columns, "inputShapes"), column("c", info_columns, "inputDataTypes")])
         + " FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
     )
@@ -226,7 +277,7 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
         "block_dim": pd.to_numeric(tasks["block"], errors="coerce").astype("float64"),
     })
     if db.has("TASK_PMU_INFO"):
-        pmu = db.frame("SELECT globalTaskId, name, value FROM TASK_PMU_INFO")
+        pmu = db.select("TASK_PMU_INFO", ["globalTaskId", "name", "value"], numbers=("globalTaskId", "value"))
         if not pmu.empty:
             pmu["name"] = db.text(pmu["name"])
             ratios = pmu.pivot_table(index="globalTaskId", columns="name", values="value", aggfunc="first")
@@ -247,7 +298,8 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
 def _collective_rows(db: DbTables) -> pd.DataFrame | None:
     """COMMUNICATION_OP as kernel_details' collective rows; deviceId and opType are optional (schema 1.0.0 has no
     deviceId), and without opType the op name stands for the type, as kernel_details has it."""
-    ops = db.select("COMMUNICATION_OP", ["opName", "startNs", "endNs"], ["opType", "deviceId"])
+    ops = db.select("COMMUNICATION_OP", ["opName", "startNs", "endNs"], ["opType", "deviceId"],
+                    numbers=("startNs", "endNs", "deviceId"))
     names = db.text(ops["opName"])
     return pd.DataFrame({
         "start_ns": ops["startNs"], "device_id": pd.to_numeric(ops["deviceId"], errors="coerce").astype("float64"),
@@ -261,19 +313,32 @@ def _collective_rows(db: DbTables) -> pd.DataFrame | None:
 def read_memory_record(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("MEMORY_RECORD"):
         return None
-    rows = db.select("MEMORY_RECORD", ["component", "timestamp", "totalReserved"], ["totalAllocated", "totalActive"])
-    return _table(db, path, pd.DataFrame({
+    rows = db.select("MEMORY_RECORD", ["component", "timestamp", "totalReserved"], ["totalAllocated", "totalActive"],
+                     numbers=("timestamp", "totalReserved", "totalAllocated", "totalActive"))
+    return _table(db, path, pd.concat([pd.DataFrame({
         "component": db.text(rows["component"]), "timestamp_us": _us(rows["timestamp"]),
-        "allocated_mb": pd.to_numeric(rows["totalAllocated"], errors="coerce") / _MB, "reserved_mb": rows["totalReserved"] / _MB,
-        "active_mb": pd.to_numeric(rows["totalActive"], errors="coerce") / _MB,
-    }), ("component",))
+        "allocated_mb": rows["totalAllocated"] / _MB, "reserved_mb": rows["totalReserved"] / _MB,
+        "active_mb": rows["totalActive"] / _MB,
+    }), _process_memory(db)], ignore_index=True), ("component",))
+
+
+@_per_table("the APP rows of memory_record (NPU_MEM)")
+def _process_memory(db: DbTables) -> pd.DataFrame | None:
+    """NPU_MEM's ``app`` rows as memory_record.csv's APP rows, which torch_npu writes from them: the device memory the
+    process holds (DDR + HBM, bytes), reserved only."""
+    if not db.has("NPU_MEM"):
+        return None
+    rows = db.select("NPU_MEM", ["type", "hbm", "timestampNs"], ["ddr"], numbers=("ddr", "hbm", "timestampNs"))
+    app = rows.loc[db.text(rows["type"]).astype(str).str.lower() == "app"]
+    return pd.DataFrame({"component": "APP", "timestamp_us": _us(app["timestampNs"]),
+                         "reserved_mb": (app["ddr"].fillna(0) + app["hbm"]) / _MB})
 
 
 @_per_table("operator_memory (OP_MEMORY)")
 def read_operator_memory(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("OP_MEMORY"):
         return None
-    rows = db.select("OP_MEMORY", ["name", "size"], ["allocationTime"])
+    rows = db.select("OP_MEMORY", ["name", "size"], ["allocationTime"], numbers=("size", "allocationTime"))
     return _table(db, path, pd.DataFrame({
         "name": db.text(rows["name"]), "size_kb": rows["size"] / 1024.0, "allocation_us": _us(rows["allocationTime"]),
     }), ("name",))
@@ -283,7 +348,7 @@ def read_operator_memory(db: DbTables, path: Path) -> CsvTable | None:
 def read_module_memory(db: DbTables, path: Path) -> CsvTable | None:
     if not db.has("NPU_MODULE_MEM"):
         return None
-    rows = db.select("NPU_MODULE_MEM", ["moduleId", "totalReserved"])
+    rows = db.select("NPU_MODULE_MEM", ["moduleId", "totalReserved"], numbers=("moduleId", "totalReserved"))
     modules = dict(db.frame("SELECT id, name FROM ENUM_MODULE").itertuples(index=False)) if db.has("ENUM_MODULE") else {}
     return _table(db, path, pd.DataFrame({
         "component": rows["moduleId"].map(lambda m: modules.get(m, str(m))), "reserved_mb": rows["totalReserved"] / _MB,
@@ -295,18 +360,53 @@ def read_trace_tables(db: DbTables) -> TraceTables | None:
     """The trace_view tables the facts use, from the DB's host, runtime and device tables."""
     if not db.has("TASK"):
         return None
-    host = _host_events(db)
-    apis = _events(db, "CANN_API", lambda n: API_EVENTS.match(n) is not None)
-    device = db.frame("SELECT t.startNs, t.endNs, t.streamId, t.taskType, c.name FROM TASK t "
-                      "LEFT JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId") \
-        if db.has("COMPUTE_TASK_INFO") else db.frame("SELECT startNs, endNs, streamId, taskType, NULL AS name FROM TASK")
+    notify = _notify_waits(db)
+    return TraceTables(host=_timed(db, _host_events(db)), apis=_timed(db, _api_events(db)),
+                       device=_timed(db, _device_tasks(db)), overlap=_timed(db, _overlap(db)), launches=_launches(db),
+                       notify=_timed(db, notify if notify is not None else pd.DataFrame(columns=NOTIFY_COLUMNS)))
+
+
+def _device_tasks(db: DbTables) -> pd.DataFrame:
+    """TASK as trace_view's device lanes, without the collectives' own tasks: a task sharing its connectionId with a
+    COMMUNICATION_OP, with neither compute nor communication task info, is the op itself, which trace_view shows in the
+    HCCL process, not as a device task (an export may type it AI_CORE)."""
+    db.count_non_numbers("TASK", ["startNs", "endNs", "streamId"])
+    numbers = ", ".join(_number(f"t.{c}") for c in ("startNs", "endNs", "streamId"))
+    op = ["t.connectionId IN (SELECT connectionId FROM COMMUNICATION_OP)"] \
+        if _has_columns(db, "COMMUNICATION_OP", "connectionId") else ["0"]
+    joins, name = "", "NULL"
+    if _has_columns(db, "COMPUTE_TASK_INFO", "globalTaskId", "name"):
+        joins, name = " LEFT JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId", "c.name"
+        op.append("c.globalTaskId IS NULL")
+    if _has_columns(db, "COMMUNICATION_TASK_INFO", "globalTaskId"):
+        op.append("t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)")
+    device = db.frame(f"SELECT {numbers}, t.taskType, {name} AS name FROM TASK t{joins} "
+                      f"WHERE NOT coalesce({' AND '.join(op)}, 0)")
     task_type = db.text(device["taskType"])
-    device_table = pd.DataFrame({
+    return pd.DataFrame({
         "stream": device["streamId"], "name": db.text(device["name"]).fillna(task_type), "task_type": task_type,
         "ts": _us(device["startNs"]), "dur": _us(device["endNs"] - device["startNs"]),
     }).sort_values("ts", kind="stable").reset_index(drop=True)
-    return TraceTables(host=_timed(db, host), apis=_timed(db, apis), device=_timed(db, device_table),
-                       overlap=_timed(db, _overlap(db)), launches=_launches(db))
+
+
+def _has_columns(db: DbTables, table: str, *columns: str) -> bool:
+    return db.has(table) and set(columns) <= set(db.columns(table))
+
+
+@_per_table("the Notify_Wait tasks of the trace (COMMUNICATION_TASK_INFO)")
+def _notify_waits(db: DbTables) -> pd.DataFrame:
+    """The HCCL Notify_Wait tasks (COMMUNICATION_TASK_INFO ⋈ TASK) with the group-local rank each waits for, its
+    dstRank, as trace_view's Notify_Wait events name it (``dst rank``)."""
+    if not db.has("COMMUNICATION_TASK_INFO"):
+        return pd.DataFrame(columns=NOTIFY_COLUMNS)
+    db.require("COMMUNICATION_TASK_INFO", ("globalTaskId", "taskType", "dstRank"))
+    db.count_non_numbers("COMMUNICATION_TASK_INFO", ["dstRank"])
+    waits = db.frame(f"SELECT i.taskType, {_number('t.startNs')}, {_number('t.endNs')}, {_number('i.dstRank')} "
+                     "FROM COMMUNICATION_TASK_INFO i JOIN TASK t ON i.globalTaskId = t.globalTaskId")
+    waits = waits.loc[(db.text(waits["taskType"]) == NOTIFY_WAIT) & waits["dstRank"].between(0, (1 << 20) - 1)]
+    waits = pd.DataFrame({"ts": _us(waits["startNs"]), "dur": _us(waits["endNs"] - waits["startNs"]),
+                          "peer": waits["dstRank"].astype("int64")})
+    return waits.sort_values("ts", kind="stable").reset_index(drop=True)
 
 
 def _timed(db: DbTables, events: pd.DataFrame) -> pd.DataFrame:
@@ -321,18 +421,31 @@ def _events(db: DbTables, table: str, keep: Callable[[str], bool]) -> pd.DataFra
     columns = ["name", "tid", "ts", "dur"]
     if not db.has(table):
         return pd.DataFrame(columns=columns)
-    rows = db.frame(f"SELECT name, globalTid, startNs, endNs FROM {table}")
+    rows = db.select(table, ["name", "globalTid", "startNs", "endNs"], numbers=("globalTid", "startNs", "endNs"))
     names = db.text(rows["name"]).fillna("")
     mask = names.map(keep).astype(bool)
     return pd.DataFrame({"name": names[mask], "tid": rows["globalTid"][mask], "ts": _us(rows["startNs"][mask]),
                          "dur": _us(rows["endNs"][mask] - rows["startNs"][mask])}).reset_index(drop=True)
 
 
+def _api_events(db: DbTables) -> pd.DataFrame:
+    """CANN_API's calls that the facts use, named as trace_view.json names them: the DB keeps the bare name
+    (``launch``) and its level in ``type`` (10000, node), the trace joins them (``Node@launch``)."""
+    if not db.has("CANN_API"):
+        return pd.DataFrame(columns=["name", "tid", "ts", "dur"])
+    rows = db.select("CANN_API", ["name", "type", "globalTid", "startNs", "endNs"],
+                     numbers=("type", "globalTid", "startNs", "endNs"))
+    names = rows["type"].map(_API_LEVELS) + "@" + db.text(rows["name"]).astype(object)
+    keep = names.notna() & names.fillna("").map(lambda n: API_EVENTS.match(n) is not None).astype(bool)
+    return pd.DataFrame({"name": names[keep], "tid": rows["globalTid"][keep], "ts": _us(rows["startNs"][keep]),
+                         "dur": _us(rows["endNs"][keep] - rows["startNs"][keep])}).reset_index(drop=True)
+
+
 def _host_events(db: DbTables) -> pd.DataFrame:
     ops = _events(db, "PYTORCH_API", lambda n: HOST_EVENTS.search(n) is not None or FRAMEWORK_OPS.match(n) is not None)
     ops.insert(1, "cat", "")
     if db.has("GC_RECORD"):
-        gc = db.frame("SELECT globalTid, startNs, endNs FROM GC_RECORD")
+        gc = db.select("GC_RECORD", ["globalTid", "startNs", "endNs"], numbers=("globalTid", "startNs", "endNs"))
         ops = pd.concat([ops, pd.DataFrame({"name": "GC", "cat": "GC", "tid": gc["globalTid"], "ts": _us(gc["startNs"]),
                                             "dur": _us(gc["endNs"] - gc["startNs"])})], ignore_index=True)
     return ops
@@ -341,7 +454,7 @@ def _host_events(db: DbTables) -> pd.DataFrame:
 def _overlap(db: DbTables) -> pd.DataFrame:
     if not db.has("OVERLAP_ANALYSIS"):
         return pd.DataFrame(columns=["lane", "ts", "dur"])
-    rows = db.frame("SELECT type, startNs, endNs FROM OVERLAP_ANALYSIS")
+    rows = db.select("OVERLAP_ANALYSIS", ["type", "startNs", "endNs"], numbers=("type", "startNs", "endNs"))
     lanes = rows["type"].map(_OVERLAP_TYPES)
     keep = lanes.isin(OVERLAP_LANES)
     return pd.DataFrame({"lane": lanes[keep], "ts": _us(rows["startNs"][keep]),
@@ -349,10 +462,16 @@ def _overlap(db: DbTables) -> pd.DataFrame:
 
 
 def _launches(db: DbTables) -> pd.DataFrame:
+    """Each runtime call with a connectionId paired with the first device task of that connectionId, as trace_view's
+    HostToDevice flow pairs them: a collective's launch shares its connectionId with all of the collective's tasks."""
     if not db.has("CANN_API"):
         return pd.DataFrame(columns=["launch_ts", "device_ts"])
-    paired = db.frame("SELECT a.startNs AS launch, t.startNs AS device FROM CANN_API a JOIN TASK t "
-                      "ON a.connectionId = t.connectionId WHERE a.connectionId IS NOT NULL ORDER BY a.startNs, t.startNs")
+    db.count_non_numbers("CANN_API", ["startNs"])
+    db.count_non_numbers("TASK", ["startNs"])
+    paired = db.frame(f"SELECT {_number('a.startNs', bare=True)} AS launch, "
+                      f"MIN({_number('t.startNs', bare=True)}) AS device FROM CANN_API a JOIN TASK t "
+                      "ON a.connectionId = t.connectionId WHERE a.connectionId IS NOT NULL "
+                      "GROUP BY a.rowid ORDER BY launch, device")
     return pd.DataFrame({"launch_ts": _us(paired["launch"]), "device_ts": _us(paired["device"])})
 
 
@@ -372,7 +491,8 @@ def read_step_trace(db: DbTables, path: Path) -> CsvTable | None:
     missing = {"computing", "communication_not_overlapped", "free"} - set(present)
     if missing:
         raise FileProblem(f"table StepTraceTime lacks the column(s) {', '.join(sorted(missing))}")
-    rows = db.frame(f"SELECT {', '.join(present)} FROM StepTraceTime").rename(columns=_STEP_COLUMNS)
+    rows = db.select("StepTraceTime", present, numbers=tuple(c for c in present if c != "step"))
+    rows = rows.rename(columns=_STEP_COLUMNS)
     if "step" in rows:
         rows["step"] = rows["step"].map(lambda s: None if s is None or s == "" else str(s).removeprefix("step"))
     return _table(db, path, rows, ("step",))
@@ -382,8 +502,9 @@ def read_step_trace(db: DbTables, path: Path) -> CsvTable | None:
 def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables | None:
     if not db.has("CommAnalyzerTime"):
         return None
-    times = db.select("CommAnalyzerTime", ["hccl_op_name", "group_name", "elapse_time", "transit_time", "wait_time",
-                                           "synchronization_time", "idle_time", "step", "type"], ["start_timestamp"])
+    timed = ("elapse_time", "transit_time", "wait_time", "synchronization_time", "idle_time")
+    times = db.select("CommAnalyzerTime", ["hccl_op_name", "group_name", *timed, "step", "type"], ["start_timestamp"],
+                      numbers=(*timed, "start_timestamp"))
     ops = pd.DataFrame({
         "step": times["step"].map(_step_number), "kind": times["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
         "op_name": times["hccl_op_name"].astype(str), "group": times["group_name"].astype(str),
@@ -400,7 +521,8 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
     traffic = pd.DataFrame(columns=list(TRAFFIC_COLUMNS))
     if db.has("CommAnalyzerBandwidth"):
         bandwidth = db.select("CommAnalyzerBandwidth", ["hccl_op_name", "group_name", "transport_type", "transit_size",
-                                                         "transit_time", "step", "type"])
+                                                         "transit_time", "step", "type"],
+                              numbers=("transit_size", "transit_time"))
         traffic = pd.DataFrame({
             "step": bandwidth["step"].map(_step_number),
             "kind": bandwidth["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
@@ -408,6 +530,8 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
             "transport": bandwidth["transport_type"].astype(str), "size_mb": bandwidth["transit_size"].astype("float64"),
             "time_ms": bandwidth["transit_time"].astype("float64"),
         })
+        # one row per packet size of the op's Size Distribution, each repeating the transport's totals: keep one
+        traffic = traffic.drop_duplicates(["step", "kind", "op_name", "group", "transport"])
         traffic = traffic.loc[traffic["transport"].isin(TRANSPORTS)
                               & ((traffic["size_mb"] > 0) | (traffic["time_ms"] > 0))].reset_index(drop=True)
     return CommunicationTables.of_frames(ops, traffic)
@@ -419,7 +543,8 @@ def read_matrix(db: DbTables) -> Columns | None:
     if not db.has("CommAnalyzerMatrix"):
         return None
     rows = db.select("CommAnalyzerMatrix", ["hccl_op_name", "group_name", "src_rank", "dst_rank", "transport_type",
-                                             "transit_size", "transit_time", "step", "type"])
+                                             "transit_size", "transit_time", "step", "type"],
+                     numbers=("src_rank", "dst_rank", "transit_size", "transit_time"))
     names = rows["hccl_op_name"].astype(str)
     totals = names.str.endswith("-total")
     if totals.any():
