@@ -13,7 +13,7 @@ from advisor.cluster import run as run_cluster
 from advisor.engine.session import Firing
 from advisor.errors import InputError
 from advisor.facts import BreakdownFact, ContextFact, Fact, FactSet, OperatorFact, extract_facts
-from advisor.findings import build_findings, summarize
+from advisor.findings import build_findings, summarize, withheld_findings
 from advisor.ingest import Profile, load_profile
 from advisor.report import (
     CoverageInfo,
@@ -131,6 +131,7 @@ def build_report(result: Analysis, book: RuleBook, lang: Lang, path: str) -> Rep
         input=_input_info(path, profile, facts),
         summary=summarize(facts, result.firings),
         findings=build_findings(result.firings, result.all_facts, book, lang),
+        withheld=withheld_findings(result.firings, result.all_facts, book, lang),
         facts=[{"type": f.family, **f.model_dump()} for f in result.all_facts],
         coverage=CoverageInfo(
             read=profile.coverage.read,

@@ -32,8 +32,8 @@ from advisor.engine.evaluate import explain_firing
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
 from advisor.facts import BottleneckFact, BreakdownFact, CommunicationFact, Fact, FactSet, IdleFact, OperatorFact
-from advisor.gates import Known, check_preconditions
-from advisor.knowledge import KnowledgeEntry, public_reference
+from advisor.gates import Known, Presumed, check_preconditions, check_presuppositions
+from advisor.knowledge import KnowledgeEntry, Presupposition, public_reference
 from advisor.report import (
     CodeChange,
     Derivation,
@@ -46,6 +46,7 @@ from advisor.report import (
     Trace,
     TraceCheck,
     TraceCondition,
+    WithheldFinding,
 )
 from advisor.rulebook import Rule, RuleBook
 from advisor.text import Lang, Text, collapse
@@ -109,12 +110,15 @@ def charge_firings(firings: list[Firing], facts: list[Fact], book: RuleBook,
 def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang,
                   budget_facts: list[Fact] | None = None) -> list[Finding]:
     """Turn the firings of recommending rules into ranked findings, their gains charged to one step budget (sized from
-    ``budget_facts``, by default ``facts``)."""
+    ``budget_facts``, by default ``facts``). A firing whose every prescription the facts contradict is left out
+    (``withheld_findings`` lists it) before any time is charged."""
     step_time = _step_times(facts)
     known = known_about(facts)
     instrumented = instrumentation(facts)
+    by_family = facts_by_family(facts)
     derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
-    charges = charge_firings(firings, facts, book, budget_facts)
+    kept = [firing for firing in firings if not contradicted_prescriptions(firing, by_family, book)[1]]
+    charges = charge_firings(kept, facts, book, budget_facts)
     groups: dict[tuple[str, str | None], list[Charge]] = defaultdict(list)
     for charge in charges:
         groups[(charge.firing.rule_id, charge.key)].append(charge)
@@ -158,7 +162,9 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 operator_table_coverage=coverage[0] if coverage is not None else None,
                 claimed_gain_us=fmean(claims) if claims else None,
                 shares_time_with=sorted({s for m in members for s in m.shares_with} - {_label(rule_id, key)}),
-                prescriptions=[prescription(e, lang, known) for e in applicable([book.knowledge[k] for k in rule.spec.then.recommend], known)],
+                prescriptions=[prescription(e, lang, known, by_family, ranks)
+                               for e in applicable([book.knowledge[k] for k in rule.spec.then.recommend], known)
+                               if not _contradicted(e.presupposes, by_family, ranks)],
                 trace=Trace(
                     rule=rule_id,
                     rule_file=rule.shown_path,
@@ -174,6 +180,59 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
         )
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -ranking_score(f), f.id, f.key or ""))
     return findings
+
+
+def facts_by_family(facts: list[Fact]) -> dict[str, list[Fact]]:
+    """The facts grouped by family."""
+    grouped: dict[str, list[Fact]] = defaultdict(list)
+    for fact in facts:
+        grouped[fact.family].append(fact)
+    return grouped
+
+
+def contradicted_prescriptions(firing: Firing, by_family: dict[str, list[Fact]], book: RuleBook
+                               ) -> tuple[list[tuple[KnowledgeEntry, list[Presumed]]], bool]:
+    """The prescriptions of a firing's rule that its rank's facts contradict, each with its contradicted
+    presuppositions, and whether that is every one of them (the finding is then withheld)."""
+    entries = [book.knowledge[k] for k in book.rules[firing.rule_id].spec.then.recommend]
+    rank = _rank_of(firing)
+    ranks = [rank] if rank is not None else []
+    found = [(entry, [c for c in check_presuppositions(entry.presupposes, by_family, ranks) if c.status == "contradicted"])
+             for entry in entries]
+    found = [(entry, checks) for entry, checks in found if checks]
+    return found, bool(entries) and len(found) == len(entries)
+
+
+def withheld_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[WithheldFinding]:
+    """The findings left out because the facts contradict every prescription of their rule (CUDA-graph advice on a
+    trace that replays graphs): one per rule and key, with the ranks it fired on, what it would have claimed and why."""
+    by_family = facts_by_family(facts)
+    groups: dict[tuple[str, str | None], list[tuple[Firing, list]]] = defaultdict(list)
+    for firing in firings:
+        rule = book.rules[firing.rule_id]
+        if not rule.spec.then.recommend:
+            continue
+        found, every = contradicted_prescriptions(firing, by_family, book)
+        if every:
+            resolve = resolver(firing.values())
+            key = rule.exprs.key.render(resolve) if rule.exprs.key else None
+            groups[(firing.rule_id, key)].append((firing, found))
+    withheld = []
+    for (rule_id, key), members in groups.items():
+        rule = book.rules[rule_id]
+        claims = [c for firing, _ in members
+                  if (c := rule.exprs.gain.evaluate(resolver(firing.values())) if rule.exprs.gain else None) is not None]
+        because = sorted({f"{entry.id} presupposes that {check.requirement.get(lang)}; the profile contradicts it "
+                          f"({check.detail})" for _, found in members for entry, checks in found for check in checks})
+        withheld.append(WithheldFinding(id=rule_id, key=key, title=rule.spec.title.get(lang),
+                                        ranks=sorted({r for firing, _ in members if (r := _rank_of(firing)) is not None}),
+                                        claimed_gain_us=fmean(max(float(c), 0.0) for c in claims) if claims else None,
+                                        because=because))
+    return sorted(withheld, key=lambda w: (w.id, w.key or ""))
+
+
+def _contradicted(presuppositions: list[Presupposition], by_family: dict[str, list[Fact]], ranks: list[int]) -> bool:
+    return any(c.status == "contradicted" for c in check_presuppositions(presuppositions, by_family, ranks))
 
 
 def applicable(entries: list[KnowledgeEntry], known: Known) -> list[KnowledgeEntry]:
@@ -304,8 +363,14 @@ def severity_for(ratio: float | None, basis: str | None = "measured") -> Severit
     return "medium" if severity == "high" and basis == "assumed" else severity
 
 
-def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None) -> Prescription:
-    """A knowledge entry in one language, its preconditions checked against what is ``known`` about the job."""
+def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None,
+                 by_family: dict[str, list[Fact]] | None = None, ranks: list[int] | None = None) -> Prescription:
+    """A knowledge entry in one language, its preconditions checked against what is ``known`` about the job and its
+    presuppositions against the facts of ``ranks`` (``by_family``); an action whose presupposition they contradict is
+    left out (unless that would leave none)."""
+    by_family, ranks = by_family or {}, ranks or []
+    actions = [a for a in entry.actions if not _contradicted(a.presupposes, by_family, ranks)] or entry.actions
+    presumed = check_presuppositions(entry.presupposes, by_family, ranks)
     return Prescription(
         id=entry.id,
         title=entry.title.get(lang),
@@ -313,8 +378,9 @@ def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None) 
         preconditions=[
             PreconditionCheck(requirement=c.requirement, status=c.status, detail=c.detail)
             for c in check_preconditions(entry.applies_to, known or Known())
-        ],
-        actions=[collapse(a.get(lang)) for a in entry.actions],
+        ] + [PreconditionCheck(requirement=collapse(c.requirement.get(lang)), status=c.status, detail=c.detail)
+             for c in presumed if c.status != "contradicted"],
+        actions=[collapse(a.get(lang)) for a in actions],
         env=dict(entry.env),
         code=CodeChange(**entry.code.model_dump()) if entry.code else None,
         gain_model=collapse(entry.gain.model.get(lang)),

@@ -1,4 +1,5 @@
-"""Check a prescription's preconditions (applies_to) against what the profile and --context say.
+"""Check a prescription's preconditions (applies_to) against what the profile and --context say, and its
+presuppositions (presupposes) against the facts.
 
 Each requirement is *met*, *unmet* or *unknown*; unknown says what to check instead of guessing. The
 chip comes from --context ``chip`` when given, else from the profile's PMU columns (which cannot tell
@@ -9,10 +10,15 @@ the execution mode from --context ``execution_mode``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from advisor.knowledge import AppliesTo
+from advisor.engine.evaluate import holds
+from advisor.engine.spec import FactCondition
+from advisor.facts.models import Fact
+from advisor.knowledge import AppliesTo, Presupposition
+from advisor.text import Text
 
 Status = Literal["met", "unmet", "unknown"]
 _FRAMEWORK_OF_FORMAT = {"ascend-pytorch": {"torch_npu", "pytorch"}, "ascend-mindspore": {"mindspore"},
@@ -133,3 +139,47 @@ def version_key(text: str) -> tuple:
             rank = {"rc": -1, "beta": -2, "alpha": -3}.get(re.sub(r"\d", "", token).lower(), -4)
             key.append((0, rank * 1000 + (int(number.group()) if number else 0)))
     return (*key, (0, 0))  # the end sorts after any pre-release suffix and before any further number
+
+
+PresumedStatus = Literal["met", "contradicted", "unknown"]
+
+
+@dataclass(frozen=True)
+class Presumed:
+    """A presupposition of a prescription (or action) checked against the facts of the ranks a finding is about."""
+
+    requirement: Text
+    status: PresumedStatus
+    detail: str
+
+
+def check_presuppositions(presuppositions: Sequence[Presupposition], facts: Mapping[str, Sequence[Fact]],
+                          ranks: Sequence[int]) -> list[Presumed]:
+    """Each presupposition against ``facts`` (by family): contradicted when, for every rank of ``ranks`` (or the whole
+    profile when empty), a fact of that rank or of no rank matches its ``contradicted_by``; met when facts of the
+    family exist and that is not so; unknown when none exists."""
+    return [_presumed(p, facts.get(p.contradicted_by.fact, ()), ranks) for p in presuppositions]
+
+
+def _presumed(presupposition: Presupposition, facts: Sequence[Fact], ranks: Sequence[int]) -> Presumed:
+    condition = presupposition.contradicted_by
+    relevant = [f for f in facts if not ranks or getattr(f, "rank", None) is None or f.rank in ranks]
+    if not relevant:
+        return Presumed(presupposition.requirement, "unknown", f"the profile has no {condition.fact} fact to check it against")
+    matching = [f for f in relevant if _matches(condition, f)]
+    covered = {getattr(f, "rank", None) for f in matching}
+    contradicted = bool(matching) and (None in covered or not ranks or set(ranks) <= covered)
+    if contradicted:
+        shown = "; ".join(f"{fact.id}: " + ", ".join(f"{name} = {_shown(getattr(fact, name, None))}"
+                                                     for name in condition.where) for fact in matching[:3])
+        return Presumed(presupposition.requirement, "contradicted", shown)
+    return Presumed(presupposition.requirement, "met", f"checked against {len(relevant)} {condition.fact} fact(s)")
+
+
+def _matches(condition: FactCondition, fact: Fact) -> bool:
+    return all(holds(op, getattr(fact, name, None), operand)
+               for name, predicate in condition.where.items() for op, operand in predicate.comparisons())
+
+
+def _shown(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.engine.spec import FactCondition
 from advisor.text import BilingualText
 from advisor.vocabulary import Category, Platform
 
@@ -21,6 +22,22 @@ class AppliesTo(_Model):
     frameworks: list[str] = Field(default_factory=list, description="e.g. torch_npu, MindSpore.")
     versions: dict[str, str] = Field(default_factory=dict, description="component → version range, e.g. torch_npu: '>=2.1'.")
     modes: list[str] = Field(default_factory=list, description="e.g. eager, TorchAir max-autotune.")
+
+
+class Presupposition(_Model):
+    """What a prescription (or one of its actions) takes for granted, and the facts that would contradict it: a fact of
+    the finding's rank (or of the whole profile) matching ``contradicted_by`` means the advice does not apply — CUDA
+    graphs for a step that already replays graphs, AMP for matrix math already in BF16. Without such a fact the
+    presupposition is met, or unknown when the profile holds no fact of that family."""
+
+    requirement: BilingualText = Field(description="What must be true, e.g. 'the step does not replay CUDA graphs yet'.")
+    contradicted_by: FactCondition = Field(description="A fact condition (family and where) that contradicts it.")
+
+
+class Action(BilingualText):
+    """One step of a prescription, shown only when none of its presuppositions is contradicted."""
+
+    presupposes: list[Presupposition] = Field(default_factory=list)
 
 
 class CodeChange(_Model):
@@ -52,8 +69,11 @@ class KnowledgeEntry(_Model):
     platforms: list[Platform] = Field(default_factory=lambda: ["ascend"], min_length=1,
                                       description="Where the advice holds: ascend (NPU profiles), gpu (PyTorch traces), or both.")
     applies_to: AppliesTo = Field(default_factory=AppliesTo)
+    presupposes: list[Presupposition] = Field(
+        default_factory=list, description="What the whole prescription takes for granted; a finding whose every "
+                                          "prescription is contradicted is withheld.")
     problem: BilingualText
-    actions: list[BilingualText] = Field(min_length=1)
+    actions: list[Action] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     code: CodeChange | None = None
     gain: Gain

@@ -217,6 +217,19 @@ class Finding(_Model):
     trace: Trace
 
 
+class WithheldFinding(_Model):
+    """A rule that fired but whose every prescription the profile's facts contradict (CUDA-graph advice on a step that
+    already replays graphs, AMP for matrix math already in BF16): not a finding, and charged no time."""
+
+    id: str = Field(description="The rule id.")
+    key: str | None = None
+    title: str
+    ranks: list[int]
+    claimed_gain_us: Micros | None = Field(None, description="What the rule would have claimed per step (mean over the ranks).")
+    because: list[str] = Field(description="Each contradicted presupposition: the prescription, what it takes for "
+                                           "granted, and the facts that contradict it.")
+
+
 class SkippedFile(_Model):
     file: str
     reason: str
@@ -242,6 +255,9 @@ class Report(_Model):
     input: InputInfo
     summary: Summary
     findings: list[Finding]
+    withheld: list[WithheldFinding] = Field(
+        default_factory=list, description="Rules that fired but whose prescriptions the facts contradict (see each "
+                                          "knowledge entry's presupposes), so no finding is shown for them.")
     facts: list[dict[str, Any]] = Field(description="Every fact, as {'type': family, …fields}.")
     coverage: CoverageInfo
 

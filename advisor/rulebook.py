@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from advisor.engine.spec import CompiledExpressions, RuleProblem, RuleSpec, check_rule
+from advisor.engine.spec import CompiledExpressions, RuleProblem, RuleSpec, check_condition, check_rule
 from advisor.errors import RuleError
 from advisor.ingest.limits import read_bounded
 from advisor.ingest.model import FileProblem
@@ -238,6 +238,10 @@ def read_pack(root: Path, book: RuleBook, name: str | None = None, parsed: Parse
             contents.problems.append(f"{path}:1: duplicate knowledge id {entry.id!r}")
         else:
             contents.knowledge[entry.id] = entry
+        presupposition_problems = _presupposition_problems(entry)
+        if presupposition_problems:
+            node = _compose(path)
+            contents.problems.extend(f"{path}:{_line_of(node, loc)}: {text}" for loc, text in presupposition_problems)
     for path in _yaml_files(rules_dir):
         rule = _load_rule(root, path, contents.name, contents.problems, parsed)
         if rule is None:
@@ -277,6 +281,16 @@ def apply_pack(book: RuleBook, contents: PackContents) -> None:
             disabled=sorted(contents.disable),
         )
     )
+
+
+def _presupposition_problems(entry: KnowledgeEntry) -> list[tuple[tuple, str]]:
+    """(location, problem) of each presupposition of an entry and of its actions whose condition the catalogue
+    rejects."""
+    located = [(("presupposes", i), p) for i, p in enumerate(entry.presupposes)]
+    located += [(("actions", a, "presupposes", i), p) for a, action in enumerate(entry.actions)
+                for i, p in enumerate(action.presupposes)]
+    return [((*loc, "contradicted_by"), text) for loc, presupposition in located
+            for text in check_condition(presupposition.contradicted_by, f"{'.'.join(map(str, loc))}.contradicted_by")]
 
 
 def _problem_list(problems: Iterable[str]) -> str:

@@ -275,6 +275,16 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
     return problems, compiled
 
 
+def check_condition(condition: FactCondition, where: str) -> list[str]:
+    """The problems of a stand-alone fact condition (no joins: it is evaluated on its own, e.g. a knowledge entry's
+    presupposition): an unknown family, a field it lacks, a comparison its field cannot take."""
+    model = FACT_FAMILIES.get(condition.fact)
+    if model is None:
+        return [f"{where}: unknown fact family {condition.fact!r} (known: {', '.join(FACT_FAMILIES)})"]
+    return [text for field, predicate in condition.where.items()
+            for text in _check_predicate(f"{where}.{field}", model, field, predicate, {})]
+
+
 def _check_predicate(
     where: str, model: type[Fact], field: str, predicate: Predicate, defined: dict[str, type[Fact]]
 ) -> list[str]:

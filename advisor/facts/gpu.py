@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.matrix import matrix_summary
-from advisor.ingest.kinetosteps import STEP_EVENT, launch_times
-from advisor.intervals import intersection, length, merged
+from advisor.ingest.kinetosteps import launch_times, step_markers
+from advisor.intervals import intersect, intersection, length, merged, subtract
 
 CONSECUTIVE_KERNEL_DELAY_US = 30.0
 
@@ -110,10 +110,85 @@ def draining_copy_calls(gpu: pd.DataFrame, runtime: pd.DataFrame, copy_call: re.
     return calls.loc[waited]  # the runtime's rows (and index)
 
 
+FUSED_ATTENTION = re.compile(r"flash|fmha|sdpa|_attention|attention_|paged_?attention|mha_(fwd|bwd)|efficient_attention",
+                             re.IGNORECASE)
+SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
+
+
+def attention_summary(compute: pd.DataFrame) -> dict[str, float]:
+    """The shares of compute-kernel time in fused attention kernels and in softmax kernels (decomposed attention)."""
+    total = float(compute["dur"].sum())
+    if total <= 0:
+        return {"fused_attention_share_of_compute": 0.0, "softmax_share_of_compute": 0.0}
+    names = compute["name"]
+    fused = names.map(lambda n: bool(FUSED_ATTENTION.search(n)))
+    softmax = names.map(lambda n: bool(SOFTMAX.search(n))) & ~fused
+    return {"fused_attention_share_of_compute": float(compute.loc[fused, "dur"].sum()) / total,
+            "softmax_share_of_compute": float(compute.loc[softmax, "dur"].sum()) / total}
+
+
+# What a communication kernel does, by its name (NCCL/RCCL names the collective; DeepEP dispatches and combines the
+# tokens of expert parallelism, an all-to-all; vLLM's and TensorRT-LLM's custom kernels all-reduce).
+COLLECTIVE_KINDS = (
+    ("all-to-all", re.compile(r"AllToAll|all_?to_?all|deep_?ep::|(intranode|internode(_ll)?)::(dispatch|combine)",
+                              re.IGNORECASE)),
+    ("send/recv", re.compile(r"SendRecv|\bSend\b|\bRecv\b|_Send_|_Recv_|Sendrecv|nvshmem|:send$|:recv$|"
+                             r"batch_isend_irecv", re.IGNORECASE)),
+    ("reduce-scatter", re.compile(r"ReduceScatter|reduce_scatter", re.IGNORECASE)),
+    ("all-gather", re.compile(r"AllGather|all_gather", re.IGNORECASE)),
+    ("all-reduce", re.compile(r"AllReduce|all_reduce|allreduce|cross_device_reduce|lamport", re.IGNORECASE)),
+    ("broadcast", re.compile(r"Broadcast", re.IGNORECASE)),
+)
+GRADIENT_SYNC = ("all-reduce", "reduce-scatter", "all-gather")  # what data parallelism (DDP, FSDP, ZeRO) runs
+
+
+COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|ucc|c10d):")  # the process group's op that launched a collective
+
+
+def collective_kind(name: str) -> str:
+    """A communication kernel's (or collective op's) collective (COLLECTIVE_KINDS), "other" when its name does not
+    say."""
+    return next((kind for kind, pattern in COLLECTIVE_KINDS if pattern.search(name)), "other")
+
+
+def collective_kinds(communication: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.Series:
+    """Each communication kernel's collective: that of the process group's op it was launched in (``nccl:all_to_all``
+    — NCCL runs an all-to-all as grouped send/recv kernels, which only the op tells apart from pipeline send/recv),
+    else its own name's."""
+    own = communication["name"].map(collective_kind)
+    ops = cpu.loc[cpu["name"].str.match(COLLECTIVE_OP)].sort_values("ts")
+    if ops.empty or communication.empty:
+        return own
+    launched = communication["correlation"].map(launch_times(runtime)).to_numpy(float)
+    starts, ends = ops["ts"].to_numpy(float), (ops["ts"] + ops["dur"]).to_numpy(float)
+    slot = np.searchsorted(starts, launched, side="right") - 1
+    inside = (slot >= 0) & (launched <= ends[np.clip(slot, 0, None)])
+    op_kinds = ops["name"].map(collective_kind).to_numpy(object)[np.clip(slot, 0, None)]
+    return own.where(~inside | (op_kinds == "other"), pd.Series(op_kinds, index=own.index))
+
+
+def exposed_communication(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame, steps: int) -> dict[str, object]:
+    """Communication no compute kernel overlaps, per step, by collective kind: the kind with the most of it, the share
+    of it that data parallelism's collectives (GRADIENT_SYNC) take, and every kind in one line."""
+    communication = gpu.loc[gpu["kind"] == "communication"]
+    exposed = subtract(merged(communication), merged(gpu.loc[gpu["kind"] == "compute"]))
+    total = length(exposed)
+    if total <= 0:
+        return {"exposed_collective_kind": None, "exposed_gradient_sync_share": None, "exposed_by_kind": None}
+    kinds = collective_kinds(communication, runtime, cpu)
+    per_kind = {kind: length(intersect(merged(rows), exposed)) for kind, rows in communication.groupby(kinds)}
+    ordered = sorted(per_kind.items(), key=lambda item: -item[1])
+    return {
+        "exposed_collective_kind": ordered[0][0],
+        "exposed_gradient_sync_share": min(sum(per_kind.get(k, 0.0) for k in GRADIENT_SYNC) / total, 1.0),
+        "exposed_by_kind": "; ".join(f"{kind} {value / steps:,.0f} µs" for kind, value in ordered if value > 0),
+    }
+
+
 def analysis_window(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """HTA's default scope: with 2+ ProfilerSteps, the GPU activity whose launch (by correlation) started before
     the last step began; else everything. Returns the rows and the number of steps they cover (at least 1)."""
-    starts = cpu.loc[cpu["name"].str.match(STEP_EVENT), "ts"]
+    starts = step_markers(cpu)["ts"]
     if len(starts) < 2:
         return gpu, max(len(starts), 1)
     launches = launch_times(runtime)
@@ -157,7 +232,9 @@ def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int, cpu: pd.Da
         "idle_other_ratio": share(float(idle["other_us"]), gaps),
         "host_wait_us_per_step": float(idle["host_wait_us"]) / steps,
         **matrix_summary(gpu.loc[gpu["kind"] == "compute"], cpu, capability),
+        **attention_summary(gpu.loc[gpu["kind"] == "compute"]),
         **copy_summary(copies, steps),
+        **exposed_communication(gpu, runtime, cpu, steps),
         "memcpy_us_per_step": float(copies["dur"].sum()) / steps,
         "max_queue_length": max_queue_length(gpu, runtime),
     }

@@ -79,6 +79,8 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "copy_sync_calls_per_step": len(copy_syncs) / steps,
         "allocator_sync_calls_per_step": len(allocator_syncs) / steps,
         "launch_calls_per_step": len(launch_calls) / steps,
+        "graph_launches_per_step": int(matching(apis["name"], names.graph_launch).sum()) / steps,
+        "dataloader_calls_per_step": len(dataloader_calls(host)) / steps,
         "free_calls_per_step": len(free_calls) / steps,
         "free_us_per_step": float(free_calls.sum()) / steps,
         "launch_us_mean": launch_cost,

@@ -19,6 +19,7 @@ class RuntimeNames:
     and which device task types are compute and copy."""
 
     compile: re.Pattern[str]
+    graph_launch: re.Pattern[str]  # the replay of a captured graph (the step then runs as one launch, or a few)
     compile_step: re.Pattern[str]  # the compilation itself inside a compile call, where the runtime records it
     sync: re.Pattern[str]
     launch: re.Pattern[str]
@@ -31,6 +32,7 @@ class RuntimeNames:
 
 ASCEND_RUNTIME = RuntimeNames(
     compile=re.compile(r"^AscendCL@aclopCompileAndExecute$"),
+    graph_launch=re.compile(r"^AscendCL@aclmdl(RI)?Execute(Async)?$"),
     compile_step=re.compile(r"^AscendCL@opCompile$"),  # aclopCompileAndExecute also runs the operator
     sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
     launch=re.compile(r"^Node@launch$"),
@@ -43,6 +45,7 @@ ASCEND_RUNTIME = RuntimeNames(
 )
 GPU_RUNTIME = RuntimeNames(
     compile=re.compile(r"^(nvrtc|hiprtc)Compile"),
+    graph_launch=re.compile(r"^(cuda|hip)GraphLaunch(_v\d+)?$"),
     compile_step=re.compile(r"^(nvrtc|hiprtc)Compile"),
     sync=re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$"),
     launch=re.compile(r"^(cuda|hip)(LaunchKernel(ExC)?|LaunchCooperativeKernel|ExtLaunchKernel|ModuleLaunchKernel|"

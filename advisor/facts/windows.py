@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
 
-STEP_EVENT = re.compile(r"^ProfilerStep#(\d+)$")
+from advisor.ingest.kinetosteps import step_markers
+
 WINDOW_COLUMNS = ["step", "start", "end"]
 
 
@@ -30,11 +30,10 @@ def kernel_step_windows(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def profiler_step_windows(host: pd.DataFrame) -> pd.DataFrame:
-    """The host ProfilerStep#N windows of trace_view.json."""
-    numbers = host["name"].str.extract(STEP_EVENT, expand=False)
-    steps = host.loc[numbers.notna()]
-    windows = pd.DataFrame({"step": numbers.dropna().astype(int), "start": steps["ts"], "end": steps["ts"] + steps["dur"]})
-    return windows.sort_values("start").reset_index(drop=True)[WINDOW_COLUMNS]
+    """The host ProfilerStep#N windows of a trace, one per step (a step listed twice is one window)."""
+    markers = step_markers(host)
+    return pd.DataFrame({"step": markers["step"].astype(int), "start": markers["ts"].astype(float),
+                         "end": (markers["ts"] + markers["dur"]).astype(float)})[WINDOW_COLUMNS]
 
 
 def inside(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""Turn a communication.json document into two tables: collective ops and their per-transport traffic.
+"""Turn a communication.json document into two tables, collective ops and their per-transport traffic, and a
+communication_matrix.json document into the traffic of each link.
 
 The torch_npu layout is ``{"step<N>"|"step": {"p2p"|"collective": {"<op>@<group>": OP_INFO, "Total Op
 Info": …}}}``; the msprof command line writes the flat ``{"<op>@<group>": OP_INFO, "total…": …}``. Both
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from advisor.ingest.columns import Columns, columns_from_rows
@@ -19,6 +21,8 @@ from advisor.ingest.model import CommunicationTables, FileProblem
 TRANSPORTS = ("HCCS", "PCIE", "RDMA", "SIO", "SDMA")
 _STEP_KEY = re.compile(r"^step(\d*)$")
 _P2P = re.compile(r"^hcom_(send|receive|batchsendrecv)", re.IGNORECASE)
+_RANKED = re.compile(r"^(?P<type>.+)-(?P<stat>top1|middle|bottom[123]|total)$")  # torch_npu's matrix entries per op type
+_HCOM_TYPE = re.compile(r"^hcom_([A-Za-z]+)_")  # hcom_allGather__483_3: the op type of one op's name
 _TIME_KEYS = {
     "elapse_ms": "Elapse Time(ms)",
     "transit_ms": "Transit Time(ms)",
@@ -100,32 +104,61 @@ MATRIX_COLUMNS = ("step", "kind", "op_type", "group", "src", "dst", "transport",
 
 
 def parse_matrix(document: dict[str, Any], warnings: list[str]) -> Columns:
-    """Flatten communication_matrix.json into one row per (step, op type, group, local src → dst link).
-
-    torch_npu writes, per op type and group, ranked entries (``-top1``, ``-middle``, ``-bottom1..3``) and
-    their ``-total``; only the totals are kept, so each link's traffic is counted once. The msprof
-    command-line layout (flat, one entry per op) is summed per op instead. ``src``/``dst`` are the ranks
-    inside the communicator, as in the file.
+    """Flatten communication_matrix.json into one row per (step, op type, group, local src → dst link), each link's
+    traffic counted once (``matrix_op_types``): from torch_npu's ``-total`` entries, or summed over the per-op entries
+    of older torch_npu and of the msprof command line. ``src``/``dst`` are the ranks inside the communicator, as in the
+    file.
     """
+    entries = [(step, kind, *_op_and_group(key), links) for step, kind, key, links in _walk(document)]
     rows: list[tuple[Any, ...]] = []  # MATRIX_COLUMNS
     malformed = 0
-    for step, kind, key, links in _walk(document):
-        name, _, group = key.partition("@")
-        if step is not None or any(k for k in document if _STEP_KEY.match(str(k))):
-            if not name.endswith("-total"):
-                continue
-            name = name.removesuffix("-total")
-        for link, values in (links.items() if isinstance(links, dict) else []):
+    for (step, kind, _name, group, links), op_type in zip(entries, matrix_op_types([e[:4] for e in entries])):
+        for link, values in (links.items() if isinstance(links, dict) and op_type is not None else []):
             src, _, dst = str(link).partition("-")
             size, time = (_number(values.get("Transit Size(MB)")), _number(values.get("Transit Time(ms)"))) \
                 if isinstance(values, dict) else (None, None)
             if not (src.isdigit() and dst.isdigit()) or size is None or time is None:
                 malformed += 1
                 continue
-            rows.append((step, kind, name, group, int(src), int(dst), str(values.get("Transport Type") or "unknown"), size,
-                         time))
+            rows.append((step, kind, op_type, group, int(src), int(dst), str(values.get("Transport Type") or "unknown"),
+                         size, time))
     if malformed:
         warnings.append(f"{malformed} link(s) without usable ranks, size or time were ignored")
     if not rows:
         raise FileProblem("holds no link with a size and time")
-    return columns_from_rows(rows, MATRIX_COLUMNS)
+    return columns_from_rows(link_totals(rows), MATRIX_COLUMNS)
+
+
+def _op_and_group(key: str) -> tuple[str, str]:
+    name, _, group = key.partition("@")
+    return name, group
+
+
+def matrix_op_types(keys: Sequence[tuple[Any, str, str, str]]) -> list[str | None]:
+    """For each matrix entry (step, kind, name, group): the op type its links count under, or None where they are not
+    counted, so that each link's traffic is counted once. torch_npu writes, per op type and group, ranked entries
+    (``allreduce-top1``, ``-middle``, ``-bottom1..3``: single ops) and their sum (``allreduce-total``); older torch_npu
+    and the msprof command line write one entry per op (``hcom_allGather__483_3``). A group with totals in a step counts
+    those only; one without counts each op, under the type its name gives (``allgather``), and no ranked entry."""
+    totalled = {(step, kind, group) for step, kind, name, group in keys if name.endswith("-total")}
+
+    def op_type(step: Any, kind: str, name: str, group: str) -> str | None:
+        ranked = _RANKED.match(name)
+        if (step, kind, group) in totalled:
+            return ranked["type"] if ranked and ranked["stat"] == "total" else None
+        if ranked:
+            return None
+        named = _HCOM_TYPE.match(name)
+        return named[1].lower() if named else name
+
+    return [op_type(*key) for key in keys]
+
+
+def link_totals(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows of MATRIX_COLUMNS summed per (step, kind, op type, group, src, dst, transport): each link's traffic."""
+    totals: dict[tuple[Any, ...], list[float]] = {}
+    for *key, size, time in rows:
+        total = totals.setdefault(tuple(key), [0.0, 0.0])
+        total[0] += size
+        total[1] += time
+    return [(*key, size, time) for key, (size, time) in totals.items()]

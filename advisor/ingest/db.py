@@ -42,7 +42,7 @@ import pandas as pd
 import pyarrow as pa
 
 from advisor.ingest.columns import Columns, columns_of
-from advisor.ingest.communication import TRAFFIC_COLUMNS, TRANSPORTS
+from advisor.ingest.communication import MATRIX_COLUMNS, TRAFFIC_COLUMNS, TRANSPORTS, matrix_op_types
 from advisor.ingest.csvtable import plausible_numbers
 from advisor.ingest.model import CommunicationTables, CsvTable, FileProblem
 from advisor.ingest.trace import (
@@ -539,26 +539,30 @@ def read_communication(db: DbTables, warnings: list[str]) -> CommunicationTables
 
 @_per_table("communication_matrix (CommAnalyzerMatrix)")
 def read_matrix(db: DbTables) -> Columns | None:
-    """CommAnalyzerMatrix as communication_matrix.json's rows (only the ``-total`` rows when there are any)."""
+    """CommAnalyzerMatrix as communication_matrix.json's rows, each link's traffic counted once (``matrix_op_types``:
+    the ``-total`` rows where there are any, else the per-op rows summed)."""
     if not db.has("CommAnalyzerMatrix"):
         return None
     rows = db.select("CommAnalyzerMatrix", ["hccl_op_name", "group_name", "src_rank", "dst_rank", "transport_type",
                                              "transit_size", "transit_time", "step", "type"],
                      numbers=("src_rank", "dst_rank", "transit_size", "transit_time"))
-    names = rows["hccl_op_name"].astype(str)
-    totals = names.str.endswith("-total")
-    if totals.any():
-        rows, names = rows.loc[totals], names[totals].str.removesuffix("-total")
+    keys = zip(rows["step"].astype(str), rows["type"].astype(str), rows["hccl_op_name"].astype(str),
+               rows["group_name"].astype(str))
     matrix = pd.DataFrame({
         "step": rows["step"].map(_step_number), "kind": rows["type"].map(lambda t: "p2p" if t == "p2p" else "collective"),
-        "op_type": names, "group": rows["group_name"].astype(str),
-        "src": pd.to_numeric(rows["src_rank"], errors="coerce"), "dst": pd.to_numeric(rows["dst_rank"], errors="coerce"),
-        "transport": rows["transport_type"].astype(str),
-        "size_mb": pd.to_numeric(rows["transit_size"], errors="coerce"),
-        "time_ms": pd.to_numeric(rows["transit_time"], errors="coerce"),
-    }).dropna(subset=["src", "dst", "size_mb", "time_ms"])
-    matrix = matrix.loc[(matrix["size_mb"] >= 0) & (matrix["time_ms"] >= 0)]
-    return columns_of(matrix.astype({"src": "int64", "dst": "int64"})) if not matrix.empty else None
+        "op_type": matrix_op_types(list(keys)), "group": rows["group_name"].astype(str), "src": rows["src_rank"],
+        "dst": rows["dst_rank"], "transport": rows["transport_type"].astype(str), "size_mb": rows["transit_size"],
+        "time_ms": rows["transit_time"],
+    })
+    counted = matrix["op_type"].notna()
+    usable = matrix[["src", "dst", "size_mb", "time_ms"]].ge(0).all(axis=1)  # NaN is not ≥ 0
+    if unusable := int((counted & ~usable).sum()):
+        db.warnings.append(f"{unusable} link(s) without usable ranks, size or time were ignored")
+    matrix = matrix.loc[counted & usable].astype({"src": "int64", "dst": "int64"})
+    if matrix.empty:
+        return None
+    return columns_of(matrix.groupby(list(MATRIX_COLUMNS[:-2]), sort=False, dropna=False)[["size_mb", "time_ms"]].sum()
+                      .reset_index())
 
 
 def _step_number(value: object) -> int | None:

@@ -23,7 +23,8 @@ import pandas as pd
 
 from advisor.ingest.communication import TRAFFIC_COLUMNS
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
-from advisor.ingest.kinetosteps import launch_steps, launch_times, step_breakdown, step_windows
+from advisor.ingest.kinetosteps import (capture_lag, launch_steps, launch_times, step_breakdown, step_markers,
+                                       step_windows)
 from advisor.ingest.model import CommunicationTables, CsvTable, Provenance, RankData
 from advisor.ingest.trace import TraceTables
 
@@ -51,6 +52,11 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
     breakdown = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu))
     if not breakdown.empty and not trace.gpu.empty:
         data.step_trace = CsvTable.of_frame(path, breakdown)
+        lag = capture_lag(trace.gpu, trace.runtime, trace.cpu)
+        if lag > 0:
+            warnings.append(f"ProfilerStep {breakdown['step'].iloc[0]}: the GPU was still running work launched before "
+                            f"the capture for {lag / 1000:,.1f} ms when the step began; the step is measured from when "
+                            "the GPU could start its own work")
         partial = partial_steps(trace, steps)
         if partial:
             warnings.append(f"ProfilerStep {', '.join(map(str, partial))}: some launches have no GPU activity in the "
@@ -72,8 +78,7 @@ def partial_steps(trace: KinetoTrace, steps: pd.Series) -> list[int]:
     missing = launches.loc[~launches["correlation"].isin(trace.gpu["correlation"].dropna())]
     if missing.empty:
         return []
-    numbers = trace.cpu["name"].str.extract(r"^ProfilerStep#(\d+)$", expand=False)
-    windows = trace.cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int))
+    windows = step_markers(trace.cpu)
     found = set()
     for ts in missing["ts"]:
         hit = windows.loc[(windows["ts"] <= ts) & (ts <= windows["ts"] + windows["dur"]), "step"]

@@ -49,8 +49,9 @@ COMMUNICATION_KERNEL = re.compile(
     r"lamport|\bhcom_",
     re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(hip)?(Memcpy|Memset)|^dma", re.IGNORECASE)
-CPU_EVENTS = re.compile(rf"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^(?:{API_OPS['gpu'].pattern})|SyncBatchNorm",
-                        re.IGNORECASE)  # the framework ops: those ingest.kept keeps
+# the framework ops ingest.kept keeps, and the process group's collective ops (nccl:all_to_all, c10d::allreduce_…)
+CPU_EVENTS = re.compile(rf"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^(?:{API_OPS['gpu'].pattern})|SyncBatchNorm|"
+                        r"^(nccl|gloo|rccl|ucc|c10d):", re.IGNORECASE)
 
 
 GPU_COLUMNS = ["name", "kind", "stream", "device", "correlation", "ts", "dur", "external_id"]

@@ -24,13 +24,48 @@ BREAKDOWN_COLUMNS = ["step", "start_us", "end_us", "computing_us", "communicatio
                      "overlapped_us", "free_us", "preparing_us"]
 
 
+LAUNCH_ALLOWANCE_US = 50.0  # a kernel may start this long after its launch on an idle device (launch latency)
+
+
+def step_markers(cpu: pd.DataFrame) -> pd.DataFrame:
+    """The ProfilerStep#N markers (step, ts, dur), one per step in start order: a step listed twice (as some traces do)
+    is one step, from its first start to its last end."""
+    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
+    rows = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int), end=cpu["ts"] + cpu["dur"])
+    if rows.empty:
+        return pd.DataFrame(columns=["step", "ts", "dur"])
+    merged_rows = rows.groupby("step", sort=False).agg(ts=("ts", "min"), end=("end", "max")).reset_index()
+    return merged_rows.assign(dur=merged_rows["end"] - merged_rows["ts"])[["step", "ts", "dur"]].sort_values(
+        ["ts", "step"], ignore_index=True)
+
+
+def capture_lag(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> float:
+    """How long the device was still busy, when the first step began, with work launched before the capture (µs):
+    the first step's first GPU activity started later than its launch plus LAUNCH_ALLOWANCE_US with nothing recorded
+    on the device before it — the queue held work the trace does not show (the warm-up steps' kernels, when the host
+    runs ahead of the device). 0 when it started on time or the trace cannot tell."""
+    markers = step_markers(cpu)
+    if markers.empty or gpu.empty:
+        return 0.0
+    launched = gpu["correlation"].map(launch_times(runtime))
+    first = markers.iloc[0]
+    own = gpu.loc[(launched >= first["ts"]) & (launched <= first["ts"] + first["dur"])]
+    if own.empty:
+        return 0.0
+    earliest = own.loc[own["ts"].idxmin()]
+    if (gpu["ts"] < earliest["ts"]).any():  # recorded work ran before it: the wait is this capture's queueing
+        return 0.0
+    return max(float(earliest["ts"] - launched.loc[earliest.name]) - LAUNCH_ALLOWANCE_US, 0.0)
+
+
 def step_windows(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
     """The wall-clock window of each ProfilerStep#N: from max(the previous step's end, the ProfilerStep's start) to
     max(the ProfilerStep's end, the end of the last GPU activity launched inside it). The windows tile the steps'
-    wall time and never overlap; a trace without ProfilerStep markers is one window (step None) from its first to
-    its last host or GPU event. Columns: step (int or None), start, end (µs)."""
-    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
-    markers = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int)).sort_values(["ts", "step"])
+    wall time and never overlap, so when the device runs behind the host the steps still add up to the span and
+    each step after the first takes the device's cadence. The first window starts later by ``capture_lag``: the time
+    the device spent on work launched before the capture is no step's. A trace without ProfilerStep markers is one
+    window (step None) from its first to its last host or GPU event. Columns: step (int or None), start, end (µs)."""
+    markers = step_markers(cpu)
     if markers.empty:
         bounds = [frame[["ts", "dur"]] for frame in (cpu, gpu, runtime) if not frame.empty]
         if not bounds:
@@ -39,7 +74,7 @@ def step_windows(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) ->
         return pd.DataFrame({"step": [None], "start": [float(every["ts"].min())],
                              "end": [float((every["ts"] + every["dur"]).max())]})
     launched_end = (gpu["ts"] + gpu["dur"]).groupby(launch_steps(gpu, runtime, cpu)).max()
-    rows, previous_end = [], -np.inf
+    rows, previous_end = [], float(markers["ts"].iloc[0]) + capture_lag(gpu, runtime, cpu)
     for step, ts, dur in zip(markers["step"], markers["ts"], markers["dur"]):
         start = max(previous_end, float(ts))
         end = max(float(ts + dur), float(launched_end.get(str(step), -np.inf)), start)
@@ -102,8 +137,7 @@ def step_breakdown(gpu: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
 def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.Series:
     """The ProfilerStep number (as text) of each GPU activity: the host window holding the runtime call that
     launched it (by correlation), or its own start when no launch is recorded; None outside every step."""
-    numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
-    windows = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int)).sort_values("ts")
+    windows = step_markers(cpu)
     out = pd.Series(None, index=gpu.index, dtype=object)
     if windows.empty or gpu.empty:
         return out

@@ -46,7 +46,8 @@ OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Over
 HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.(step|zero_grad)#|SyncBatchNorm", re.IGNORECASE)
 API_EVENTS = re.compile(
     r"AscendCL@aclopCompileAndExecute$|AscendCL@opCompile$|AscendCL@aclrtSynchronize|Node@launch$|"
-    r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$"
+    r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$|"
+    r"AscendCL@aclmdl(RI)?Execute(Async)?$"
 )
 FRAMEWORK_OPS = API_OPS["ascend"]  # the framework ops whose calls the facts count (ingest.kept)
 

@@ -178,6 +178,9 @@ def brief_summary(report: Report, view: View, words: dict[str, str]) -> BriefSum
     if len(shown) < len(report.findings):
         parts.append(words["brief_shown"].format(shown=len(shown), total=len(report.findings),
                                                  counts=severity_counts(report.findings, words)))
+    if report.withheld:
+        parts.append(words["brief_withheld"].format(count=len(report.withheld),
+                                                    rules=", ".join(w.id for w in report.withheld)))
     parts.append(words["brief_pointer"])
     return BriefSummary(shown=shown, left_out=len(report.findings) - len(shown), pointer=" ".join(parts), command=command)
 
