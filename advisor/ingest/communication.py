@@ -126,7 +126,7 @@ def parse_matrix(document: dict[str, Any], warnings: list[str]) -> Columns:
         warnings.append(f"{malformed} link(s) without usable ranks, size or time were ignored")
     if not rows:
         raise FileProblem("holds no link with a size and time")
-    return columns_from_rows(link_totals(rows), MATRIX_COLUMNS)
+    return columns_from_rows(_link_totals(rows), MATRIX_COLUMNS)
 
 
 def _op_and_group(key: str) -> tuple[str, str]:
@@ -154,7 +154,7 @@ def matrix_op_types(keys: Sequence[tuple[Any, str, str, str]]) -> list[str | Non
     return [op_type(*key) for key in keys]
 
 
-def link_totals(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def _link_totals(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Rows of MATRIX_COLUMNS summed per (step, kind, op type, group, src, dst, transport): each link's traffic."""
     totals: dict[tuple[Any, ...], list[float]] = {}
     for *key, size, time in rows:
