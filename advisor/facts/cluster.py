@@ -1,6 +1,9 @@
-"""Cluster facts: how the ranks of one profile differ (pure functions over per-rank breakdowns)."""
+"""Cluster facts: how the ranks of one profile differ, and their places in pipelines (pure functions over per-rank
+breakdowns, communication ops and links)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -198,3 +201,162 @@ def stage_layout(pipelines: list[list[int]], breakdowns: pd.DataFrame) -> dict:
         "by_stage": by_stage,
         "explains_rank_spread": bool(covered and mean_step > 0 and within < UNEVEN_SHARE * mean_step),
     }
+
+
+# P2P op names (lower case) by direction: Ascend's hcom_* ops, and the NCCL kernels of a GPU trace ("Send#0").
+_BOTH = ("hcom_batchsendrecv", "sendrecv#")
+_SEND = ("hcom_send", "send#")
+_RECEIVE = ("hcom_receive", "recv#")
+
+
+def p2p_direction(op_name: str) -> str | None:
+    """'send', 'receive' or 'both' (batchSendRecv) for a P2P op's name; None for any other op."""
+    name = str(op_name).lower()
+    if name.startswith(_BOTH):
+        return "both"
+    if name.startswith(_SEND):
+        return "send"
+    return "receive" if name.startswith(_RECEIVE) else None
+
+
+@dataclass(frozen=True)
+class P2pActivity:
+    """One rank's P2P ops: how many per step by direction (also per communicator), which came first, and their time."""
+
+    sends: float
+    receives: float
+    batched: float
+    first: str | None  # the direction of the step's first P2P op
+    per_group: dict[str, tuple[float, float]]  # communicator → (sends, receives) per step
+    receive_wait_us: float  # per step, in receives and batchSendRecv
+    elapse_us: float  # per step, every P2P op
+
+
+def p2p_activity(ops: pd.DataFrame, steps: int) -> P2pActivity | None:
+    """What one rank's P2P ops (rows of its communication ops: op_name, group, step, start_us, wait_ms, elapse_ms) show;
+    None without any. ``steps`` is the rank's step count."""
+    direction = ops["op_name"].map(p2p_direction)
+    ops = ops.assign(direction=direction).loc[direction.notna()]
+    if ops.empty:
+        return None
+    steps = max(steps, 1)
+    step = pd.to_numeric(ops["step"], errors="coerce")
+    first_step = ops.loc[step == step.min()] if step.notna().any() else ops
+    first = first_step.sort_values("start_us", kind="stable", na_position="last")["direction"].iloc[0]
+    per_group = {str(group): (float((rows["direction"] == "send").sum()) / steps,
+                              float((rows["direction"] == "receive").sum()) / steps)
+                 for group, rows in ops.groupby("group", sort=True, dropna=False)}
+    waiting = ops["direction"] != "send"
+    return P2pActivity(
+        sends=float((ops["direction"] == "send").sum()) / steps,
+        receives=float((ops["direction"] == "receive").sum()) / steps,
+        batched=float((ops["direction"] == "both").sum()) / steps,
+        first=first,
+        per_group=per_group,
+        receive_wait_us=float(ops.loc[waiting, "wait_ms"].fillna(0.0).sum()) * 1000 / steps,
+        elapse_us=float(ops["elapse_ms"].fillna(0.0).sum()) * 1000 / steps,
+    )
+
+
+def stage_position(activity: P2pActivity, before: int, after: int) -> str:
+    """first, middle, last or unknown, from the P2P ops and the neighbours numbered below (``before``) and above
+    (``after``) the rank in their communicators (Megatron numbers stages in rank order).
+
+    Neighbours on both sides, or P2P ops in two communicators (one per neighbour, as torch_npu opens them), make a
+    middle stage. Otherwise a stage that only sends, or starts its step by sending, has no stage before it (the first);
+    one that only receives, or starts by receiving and has one neighbour, is the last. batchSendRecv does not say its
+    direction: the neighbour's number tells.
+    """
+    if (before and after) or (not before and not after and len(activity.per_group) >= 2):
+        return "middle"
+    if activity.sends and not activity.receives and not activity.batched:
+        return "first"
+    if activity.receives and not activity.sends and not activity.batched:
+        return "last"
+    if activity.first == "send":
+        return "first"
+    if activity.first == "receive" and before + after == 1:
+        return "last"
+    if activity.first == "both" and before + after == 1:
+        return "first" if after else "last"
+    return "unknown"
+
+
+def micro_batches(activity: P2pActivity | None, position: str) -> float | None:
+    """Micro-batches per step: sends or receives per step to one neighbour, the larger (each micro-batch crosses a
+    stage boundary forward and, in training, back). A middle stage whose ops share one communicator counts both
+    neighbours' there. None without sends and receives (batchSendRecv alone) or where the position is unknown."""
+    if activity is None or position == "unknown" or not (activity.sends or activity.receives):
+        return None
+    most = max(max(pair) for pair in activity.per_group.values())
+    directional = [pair for pair in activity.per_group.values() if any(pair)]
+    return most / 2 if position == "middle" and len(directional) == 1 else most
+
+
+def schedule_bubble(stages: int, micro: float | None) -> float | None:
+    """The share of a step a 1F1B (or GPipe) stage idles: (p − 1) / (m + p − 1) (Huang et al. 2019, GPipe §2.3;
+    Narayanan et al. 2021 §2.2.1 give (p − 1) / m of the ideal time, the same share of the step)."""
+    if not micro or micro <= 0:
+        return None
+    return (stages - 1) / (micro + stages - 1)
+
+
+def oriented(chain: list[int], first: dict[int, str | None]) -> list[int]:
+    """A P2P chain in stage order: reversed when its ends' first P2P ops say so (the first stage starts by sending,
+    the others by receiving); as given (lower-numbered end first) when they do not tell."""
+    votes = ((first.get(chain[-1]) == "send") + (first.get(chain[0]) == "receive")
+             - (first.get(chain[0]) == "send") - (first.get(chain[-1]) == "receive"))
+    return chain[::-1] if votes > 0 else chain
+
+
+def open_ends(chain: list[int], p2p_groups: dict[int, set[str]]) -> tuple[bool, bool]:
+    """Whether a P2P chain (in stage order) goes on beyond its first and its last rank: that end has a P2P
+    communicator no other profiled rank has, so its neighbour on that side was not profiled."""
+    seen: dict[str, int] = {}
+    for groups in p2p_groups.values():
+        for group in groups:
+            seen[group] = seen.get(group, 0) + 1
+    return tuple(any(seen[g] == 1 for g in p2p_groups.get(end, ())) for end in (chain[0], chain[-1]))
+
+
+def matrix_peers(matrix: pd.DataFrame, own: int | None) -> tuple[set[int], set[int]]:
+    """The communicator-local ranks one rank's P2P links (communication_matrix.json rows of one communicator: src,
+    dst, transport) send to and receive from, ``own`` being its own local rank there; on-chip copies left out."""
+    if own is None:
+        return set(), set()
+    links = matrix.loc[(matrix["transport"] != "LOCAL") & (matrix["src"] != matrix["dst"])]
+    sends_to = {int(d) for s, d in zip(links["src"], links["dst"]) if int(s) == own}
+    receives_from = {int(s) for s, d in zip(links["src"], links["dst"]) if int(d) == own}
+    return sends_to, receives_from
+
+
+def neighbour_text(prev_rank: int | None, next_rank: int | None, local: bool) -> str:
+    """'rank 0 before it, rank 2 after it' (``local``: ranks inside their communicator); 'neighbours not recorded'."""
+    word = "communicator-local rank" if local else "rank"
+    parts = ([f"{word} {prev_rank} before it"] if prev_rank is not None else []) + \
+            ([f"{word} {next_rank} after it"] if next_rank is not None else [])
+    return ", ".join(parts) if parts else "its neighbours not recorded (no P2P link in communication_matrix.json)"
+
+
+def waits_itself(transit_share: float | None, notify_share: float | None) -> bool | None:
+    """Whether a rank is itself mostly waiting in its collectives: they move data less than half their time, or its
+    HCCL Notify_Wait fills half of them; None when neither is known."""
+    if transit_share is None and notify_share is None:
+        return None
+    return (transit_share is not None and transit_share < 0.5) or (notify_share or 0.0) >= 0.5
+
+
+def waiting_note(transit_share: float | None, notify_share: float | None, exposed_us: float,
+                 step_us: float) -> tuple[bool | None, str]:
+    """Whether the rank that waits least in the collectives is itself waiting (``waits_itself``; unknown without its
+    communication.json, ``transit_share`` None), and that in words."""
+    if transit_share is None:
+        share = exposed_us / step_us if step_us > 0 else 0.0
+        return None, (f"yet it spends {exposed_us:,.0f} µs per step ({share:.0%} of its step) in exposed "
+                      "communication itself; without communication.json (Level0 records no wait time) that cannot be "
+                      "split into waiting and moving data, so it is not shown to be the rank the others wait for")
+    if waits_itself(transit_share, notify_share):
+        return True, (f"but its own collectives move data only {transit_share:.0%} of their time and wait the rest: it "
+                      "waits for others too, so it is not the rank the others wait for")
+    return False, (f"and its collectives mostly move data ({transit_share:.0%} of their time): it is the late one; "
+                   "find what delays it before the collectives")

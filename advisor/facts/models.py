@@ -265,6 +265,8 @@ class CommunicationFact(Fact):
     waited_peer_us: Duration | None = Field(None, description="Its Notify_Wait time per step, µs.")
     waited_peer_share: Ratio | None = Field(None, description="waited_peer_us / the Notify_Wait time per step for every peer.")
     waited_for: str = Field("not recorded (no Notify_Wait task in the trace names a peer)", description="The same in words, for the explanations, e.g. 'local rank 5 (101,683 µs per step, 90 % of the Notify_Wait time)'.")
+    p2p_us: Duration = Field(0.0, description="Time per step of this rank's P2P ops (send, receive, batchSendRecv: the pipeline's transfers, "
+                             "reported as its bubble by the stage facts), µs: the part of the exposed communication the collectives do not explain.")
 
 
 class TransportFact(Fact):
@@ -585,7 +587,8 @@ class SpreadFact(Fact):
     cross_rank: ClassVar[bool] = True
     source: ClassVar[str] = "the per-rank breakdown facts (step_trace_time.csv of every rank)"
 
-    dimension: Literal["compute", "communication", "free"] = Field(description="The part of the step compared.")
+    dimension: Literal["compute", "communication", "free"] = Field(description="The part of the step compared; communication is "
+                                                                   "the exposed communication less each rank's P2P ops (the pipeline's sends and receives).")
     max_rank: int = Field(ge=0, description="The rank with the most of it.")
     min_rank: int = Field(ge=0, description="The rank with the least of it.")
     max_us: Duration = Field(description="Its time per step on max_rank, µs.")
@@ -600,6 +603,12 @@ class SpreadFact(Fact):
     slow_ranks: str = Field("", description="Every rank within 1 % of the mean step of the slow rank's value, e.g. "
                             "'2, 3': ranks that are alike are named together, not one of them.")
     ranks: int = Field(ge=2, description="Number of ranks compared.")
+    p2p_excluded_us: Duration | None = Field(None, description="The most P2P time per step left out of one rank's exposed "
+                                             "communication (communication dimension; 0 without P2P ops).")
+    slow_rank_waits: bool | None = Field(None, description="Communication dimension: whether the rank that waits least is itself "
+                                         "mostly waiting (its collectives move data less than half their time, or its HCCL "
+                                         "Notify_Wait fills half of them); None when its communication.json is missing.")
+    slow_rank_note: str | None = Field(None, description="The same in words, for the explanations (communication dimension).")
 
 
 class StragglerFact(Fact):
@@ -626,6 +635,10 @@ class StragglerFact(Fact):
     lost_us: Duration = Field(description="others_wait_us − straggler_wait_us: time per step the others lose to it, µs.")
     lost_share_of_step: Ratio | None = Field(None, description="lost_us / the mean step time (capped at 1).")
     max_wait_rank: int = Field(ge=0, description="The rank that waits most.")
+    straggler_transit_share: Ratio | None = Field(None, description="The share of its own time in the group's collectives that moves data.")
+    straggler_waits: bool = Field(False, description="It is itself mostly waiting (its collectives in the group move data less than "
+                                  "half their time, or its HCCL Notify_Wait fills half of its collective time): it waits least but is "
+                                  "not the rank the others wait for.")
 
 
 class PipelineFact(Fact):
@@ -664,6 +677,53 @@ class PipelineFact(Fact):
     explains_rank_spread: bool = Field(
         False, description="Every rank is in a pipeline and ranks holding the same stage differ by less than 5 % of the "
         "mean step in compute, exposed communication and free time: the ranks differ by stage, not one slow rank.")
+
+
+class StageFact(Fact):
+    """One rank as a pipeline stage: its neighbours, micro-batches per step and the time it waits for them (the bubble).
+
+    Found for every rank with P2P ops or in a pipeline group, also when it is the only rank of its pipeline profiled.
+    """
+
+    family: ClassVar[str] = "stage"
+    source: ClassVar[str] = (
+        "communication.json P2P ops (hcom_send/hcom_receive/hcom_batchSendRecv: count, order, Wait Time), "
+        "communication_matrix.json P2P links (src-dst), profiler_metadata.json parallel_group_info 'pp' or "
+        "distributed_args; step_trace_time.csv (step time, Bubble)"
+    )
+
+    rank: int = Field(ge=0, description="Rank.")
+    pipeline: str = Field(description="The pipeline: its pp communicator, 'pp<first rank>' (distributed_args), "
+                          "'p2p:<ends>' (P2P chains) or 'rank <r>' (this rank's own P2P ops only).")
+    grouping: Literal["parallel_group_info", "distributed_args", "p2p", "own_ops"] = Field(
+        description="How the stage was found: a 'pp' group of parallel_group_info, distributed_args, a chain of P2P "
+        "communicators shared by profiled ranks, or this rank's own sends and receives.")
+    evidence: str = Field(description="The same in words, for the explanations.")
+    position: Literal["first", "middle", "last", "unknown"] = Field(
+        description="first (sends activations, receives nothing before it), middle, last; unknown where neither the "
+        "groups nor the sends and receives tell.")
+    stage: int | None = Field(None, ge=0, description="Stage index (0 = first), where the pipeline's ranks are known.")
+    stages: int | None = Field(None, ge=2, description="Stages of the pipeline, where its ranks are known.")
+    stages_at_least: int = Field(ge=2, description="The fewest stages the pipeline can have: stages where known, else 3 "
+                                 "for a middle stage and 2 otherwise.")
+    prev_rank: int | None = Field(None, ge=0, description="The stage before it (activations come from it).")
+    next_rank: int | None = Field(None, ge=0, description="The stage after it (activations go to it).")
+    neighbours: str = Field(description="Its neighbours in words, e.g. 'rank 8 after it' ('communicator-local rank 8' "
+                            "where parallel_group_info does not map the communicator to global ranks).")
+    sends_per_step: NonNegative = Field(description="hcom_send ops per step.")
+    receives_per_step: NonNegative = Field(description="hcom_receive ops per step.")
+    batched_per_step: NonNegative = Field(description="hcom_batchSendRecv ops per step (send and receive in one op).")
+    micro_batches: NonNegative | None = Field(
+        None, description="Micro-batches per step: sends or receives per step to one neighbour (each micro-batch "
+        "crosses it forward and back); None with batchSendRecv alone, whose ops do not say their direction.")
+    bubble_us: Duration = Field(description="Time per step waiting in receives (Wait Time of hcom_receive and "
+                                "hcom_batchSendRecv; step_trace_time.csv Bubble without communication.json), µs.")
+    bubble_from: Literal["communication.json", "step_trace_time.csv"] = Field(description="Where bubble_us comes from.")
+    step_time_us: Duration | None = Field(None, description="The rank's mean step, µs.")
+    bubble_share_of_step: Ratio | None = Field(None, description="bubble_us / step_time_us.")
+    schedule_bubble_share: Ratio | None = Field(
+        None, description="The share of a 1F1B step a stage idles, (p − 1) / (m + p − 1), with p = stages_at_least and "
+        "m = micro_batches (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2021); None without micro_batches.")
 
 
 class ModelFact(Fact, ModelSettings):
@@ -800,6 +860,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         ModelFact,
         LayoutFact,
         PipelineFact,
+        StageFact,
         BottleneckFact,
         StepDeltaFact,
         OperatorDeltaFact,

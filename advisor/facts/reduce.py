@@ -23,14 +23,25 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.cluster import (
+    P2pActivity,
     collective_stragglers,
+    matrix_peers,
+    micro_batches,
+    neighbour_text,
+    open_ends,
+    oriented,
+    p2p_activity,
     p2p_waits,
     pipeline_groups,
     pipelines_from_distributed_args,
     pipelines_from_p2p,
     rank_spreads,
+    schedule_bubble,
     stage_layout,
+    stage_position,
     stage_spread,
+    waiting_note,
+    waits_itself,
 )
 from advisor.facts.communication import (
     Membership,
@@ -57,6 +68,7 @@ from advisor.facts.models import (
     OperatorFact,
     PipelineFact,
     SpreadFact,
+    StageFact,
     StragglerFact,
     TransportFact,
 )
@@ -279,34 +291,183 @@ def _pipeline_facts(cluster: ProfileScope) -> list[Fact]:
     breakdowns = cluster.breakdowns
     if len(breakdowns) < 2:
         return []
-    profile = cluster.profile
     compute = {b.rank: b.compute_us for b in breakdowns if b.rank is not None}
-    metadata = {r.meta.rank: r.meta.metadata for r in cluster.ranks}
     receives = _p2p_receives(cluster)
-    sources = sorted({found for r in cluster.ranks if r.meta.metadata and (found := metadata_source(profile.shown, r.meta))}
-                     | {src for b in breakdowns for src in b.sources})
-    p2p_sources = sorted({f"{profile.shown(r.meta.file('communication'))}[p2p: hcom_send/hcom_receive]"
-                          for r in cluster.ranks if r.ops is not None})
+    sources = sorted(set(_metadata_sources(cluster)) | {src for b in breakdowns for src in b.sources})
+    p2p_sources = _p2p_sources(cluster)
     table = pd.DataFrame([b.model_dump() for b in breakdowns if b.rank is not None])
-    for grouping, found in (("parallel_group_info", pipeline_groups(metadata)),
-                            ("distributed_args", pipelines_from_distributed_args(metadata)),
-                            ("p2p", pipelines_from_p2p(receives.groupby("rank")["group"].agg(set).to_dict()))):
-        layout = stage_layout([ranks for _, ranks in found], table)
-        facts = []
-        for name, ranks in found:
-            spread = stage_spread(ranks, compute)
-            if spread is not None:
-                stage_of = layout["by_stage"]
-                facts.append(PipelineFact(
-                    id=f"pipeline:{name}", sources=sources + (p2p_sources if grouping == "p2p" else []),
-                    group=name, grouping=grouping, rank=spread["slowest_rank"], **spread, **p2p_waits(receives, ranks),
-                    pipeline_ranks=" → ".join(map(str, ranks)), stage_ranks=layout["stage_ranks"],
-                    slowest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["slowest_stage"]]))),
-                    fastest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["fastest_stage"]]))),
-                    explains_rank_spread=layout["explains_rank_spread"]))
-        if found:
-            return facts
-    return []
+    grouping, found = _pipelines(cluster, _p2p_activities(cluster))
+    layout = stage_layout([ranks for _, ranks in found], table)
+    facts = []
+    for name, ranks in found:
+        spread = stage_spread(ranks, compute)
+        if spread is not None:
+            stage_of = layout["by_stage"]
+            facts.append(PipelineFact(
+                id=f"pipeline:{name}", sources=sources + (p2p_sources if grouping == "p2p" else []),
+                group=name, grouping=grouping, rank=spread["slowest_rank"], **spread, **p2p_waits(receives, ranks),
+                pipeline_ranks=" → ".join(map(str, ranks)), stage_ranks=layout["stage_ranks"],
+                slowest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["slowest_stage"]]))),
+                fastest_stage_ranks=", ".join(map(str, sorted(stage_of[spread["fastest_stage"]]))),
+                explains_rank_spread=layout["explains_rank_spread"]))
+    return facts
+
+
+def _pipelines(cluster: ProfileScope, activities: dict[int, P2pActivity]) -> tuple[str, list[tuple[str, list[int]]]]:
+    """The pipelines (name, ranks in stage order) of the first source that names any: parallel_group_info's 'pp'
+    groups, distributed_args, chains of P2P communicators shared by profiled ranks (oriented by their first ops)."""
+    metadata = {r.meta.rank: r.meta.metadata for r in cluster.ranks}
+    found = pipeline_groups(metadata)
+    if found:
+        return "parallel_group_info", found
+    found = pipelines_from_distributed_args(metadata)
+    if found:
+        return "distributed_args", found
+    chains = pipelines_from_p2p(_p2p_groups(cluster))
+    first = {rank: activity.first for rank, activity in activities.items()}
+    stages = [oriented(ranks, first) for _, ranks in chains]
+    return "p2p", [(f"p2p:{ranks[0]}-{ranks[-1]}", ranks) for ranks in stages]
+
+
+def _p2p_groups(cluster: ProfileScope) -> dict[int, set[str]]:
+    """Each rank's P2P communicators."""
+    p2p = cluster.every.loc[(cluster.every["kind"] == "p2p") & cluster.every["group"].notna()]
+    return {int(rank): set(groups) for rank, groups in p2p.groupby("rank")["group"].unique().items()}
+
+
+def _p2p_activities(cluster: ProfileScope) -> dict[int, P2pActivity]:
+    """Each rank's P2P ops (counts by direction, the first, receive waits), for the ranks that have any."""
+    p2p = cluster.every.loc[cluster.every["kind"] == "p2p"]
+    found = {int(rank): p2p_activity(rows, int(cluster.steps[rank])) for rank, rows in p2p.groupby("rank", sort=True)}
+    return {rank: activity for rank, activity in found.items() if activity is not None}
+
+
+def _metadata_sources(cluster: ProfileScope) -> list[str]:
+    shown = cluster.profile.shown
+    return sorted({found for r in cluster.ranks if r.meta.metadata and (found := metadata_source(shown, r.meta))})
+
+
+def _p2p_sources(cluster: ProfileScope) -> list[str]:
+    profile = cluster.profile
+    return sorted({f"{profile.shown(r.meta.file('communication'))}[p2p: hcom_send/hcom_receive]"
+                   for r in cluster.ranks if r.ops is not None})
+
+
+def _stage_facts(cluster: ProfileScope) -> list[Fact]:
+    """Each rank as a pipeline stage — its place, neighbours, micro-batches and receive waits (the bubble) — from the
+    pipelines found, else from its own P2P ops and links: also a pipeline's only profiled rank."""
+    activities = _p2p_activities(cluster)
+    grouping, pipelines = _pipelines(cluster, activities)
+    placed = {rank: (name, ranks) for name, ranks in pipelines for rank in ranks}
+    groups = _p2p_groups(cluster) if grouping == "p2p" else {}
+    facts: list[Fact] = []
+    for rank_facts in cluster.ranks:
+        rank = rank_facts.meta.rank
+        activity = activities.get(rank)
+        if rank in placed:
+            name, ranks = placed[rank]
+            ends = open_ends(ranks, groups) if groups else (False, False)
+            place = _pipeline_place(rank, name, ranks, grouping, activity, *ends)
+            sources = _metadata_sources(cluster) if grouping != "p2p" else _p2p_sources(cluster)
+        elif activity is not None:
+            place, sources = _own_place(cluster, rank_facts, activity)
+        else:
+            continue
+        facts.append(_stage_fact(cluster, rank_facts, activity, place, sources))
+    return facts
+
+
+def _pipeline_place(rank: int, name: str, ranks: list[int], grouping: str, activity: P2pActivity | None,
+                    open_before: bool = False, open_after: bool = False) -> dict:
+    """A rank's place in a pipeline whose ranks are known in stage order; a P2P chain may go on beyond either end
+    (``open_before``, ``open_after``) to ranks not profiled."""
+    index = ranks.index(rank)
+    before, after = index > 0 or open_before, index < len(ranks) - 1 or open_after
+    position = "middle" if before and after else "first" if after else "last"
+    how = {"parallel_group_info": f"the 'pp' group {name} of parallel_group_info",
+           "distributed_args": f"distributed_args (pipeline_model_parallel_size {len(ranks)})",
+           "p2p": "the P2P communicators it shares with other profiled ranks"}[grouping]
+    chain = " → ".join(["…"] * open_before + [str(r) for r in ranks] + ["…"] * open_after)
+    prev_rank = ranks[index - 1] if index > 0 else None
+    next_rank = ranks[index + 1] if index + 1 < len(ranks) else None
+    whole = not (open_before or open_after)
+    return {"pipeline": name, "grouping": grouping, "evidence": f"{how}: {chain}", "position": position,
+            "stage": index if not open_before else None, "stages": len(ranks) if whole else None,
+            "stages_at_least": len(ranks) + open_before + open_after, "prev_rank": prev_rank, "next_rank": next_rank,
+            "neighbours": neighbour_text(prev_rank, next_rank, False),
+            "micro_batches": micro_batches(activity, position)}
+
+
+def _own_place(cluster: ProfileScope, rank_facts: RankFacts, activity: P2pActivity) -> tuple[dict, list[str]]:
+    """A rank's place from its own P2P ops and, where communication_matrix.json has them, its P2P links."""
+    rank, profile = rank_facts.meta.rank, cluster.profile
+    before, after, local = _p2p_neighbours(cluster, rank_facts, activity)
+    position = stage_position(activity, len(before), len(after))
+    prev_rank = before[-1] if before and position in ("middle", "last") else None
+    next_rank = after[0] if after and position in ("middle", "first") else None
+    counts = (f"{activity.sends:g} send(s), {activity.receives:g} receive(s) and {activity.batched:g} batchSendRecv "
+              f"per step, the first a {activity.first}")
+    linked = bool(before or after)
+    sources = _p2p_sources_of(cluster, rank_facts) + (
+        [f"{profile.shown(rank_facts.meta.file('matrix'))}[p2p src-dst links]"] if linked else [])
+    links = "; its P2P links in communication_matrix.json" if linked else ""
+    return {"pipeline": f"rank {rank}", "grouping": "own_ops",
+            "evidence": f"its own P2P ops ({counts}){links}; no pipeline group recorded",
+            "position": position, "stage": 0 if position == "first" else None, "stages": None,
+            "stages_at_least": 3 if position == "middle" else 2, "prev_rank": prev_rank, "next_rank": next_rank,
+            "neighbours": neighbour_text(prev_rank, next_rank, local),
+            "micro_batches": micro_batches(activity, position)}, sources
+
+
+def _p2p_neighbours(cluster: ProfileScope, rank_facts: RankFacts,
+                    activity: P2pActivity) -> tuple[list[int], list[int], bool]:
+    """The peers of a rank's P2P communicators in its communication_matrix.json links, numbered below and above it
+    (sorted), and whether they are communicator-local ranks (parallel_group_info does not list the communicator)."""
+    if rank_facts.matrix is None:
+        return [], [], False
+    matrix = pd.DataFrame(rank_facts.matrix)
+    matrix = matrix.loc[matrix["kind"] == "p2p"]
+    rank = rank_facts.meta.rank
+    before, after, local = set(), set(), False
+    for group in activity.per_group:
+        known = cluster.known.get(group)
+        ranks = known.global_ranks if known is not None and rank in known.global_ranks else None
+        if ranks:
+            own = ranks.index(rank)
+        else:
+            own = cluster.members[group].local_of.get(rank) if group in cluster.members else None
+        sends_to, receives_from = matrix_peers(matrix.loc[matrix["group"] == group], own)
+        for peer in sends_to | receives_from:
+            number = ranks[peer] if ranks and peer < len(ranks) else peer
+            local = local or not ranks
+            (before if peer < own else after).add(number)
+    return sorted(before), sorted(after), local
+
+
+def _p2p_sources_of(cluster: ProfileScope, rank_facts: RankFacts) -> list[str]:
+    return [f"{cluster.profile.shown(rank_facts.meta.file('communication'))}[p2p: Wait Time(ms), op names]"]
+
+
+def _stage_fact(cluster: ProfileScope, rank_facts: RankFacts, activity: P2pActivity | None, place: dict,
+                sources: list[str]) -> StageFact:
+    """The stage fact of one rank: its place, and its receive waits (communication.json, else step_trace_time.csv's
+    Bubble) against its step."""
+    breakdown = rank_facts.breakdown
+    if activity is not None:
+        bubble, bubble_from = activity.receive_wait_us, "communication.json"
+        sources = sources + _p2p_sources_of(cluster, rank_facts)
+    else:
+        bubble, bubble_from = (breakdown.bubble_us or 0.0) if breakdown is not None else 0.0, "step_trace_time.csv"
+    step = breakdown.step_time_us if breakdown is not None else None
+    counts = (activity.sends, activity.receives, activity.batched) if activity is not None else (0.0, 0.0, 0.0)
+    return StageFact(
+        id=f"stage:r{rank_facts.meta.rank}", rank=rank_facts.meta.rank,
+        sources=sorted(set(sources) | set(breakdown.sources if breakdown is not None else [])), **place,
+        sends_per_step=counts[0], receives_per_step=counts[1], batched_per_step=counts[2],
+        bubble_us=bubble, bubble_from=bubble_from, step_time_us=step,
+        bubble_share_of_step=min(bubble / step, 1.0) if step else None,
+        schedule_bubble_share=schedule_bubble(place["stages_at_least"], place["micro_batches"]),
+    )
 
 
 def _p2p_receives(cluster: ProfileScope) -> pd.DataFrame:
@@ -340,15 +501,49 @@ def group_waits(every: pd.DataFrame, steps: pd.Series, kind: str, only: tuple[st
 
 
 def _spread_facts(scope: ProfileScope) -> list[Fact]:
+    """How compute, exposed communication and free time differ across ranks. The P2P ops' time is left out of each
+    rank's exposed communication: a pipeline's sends and receives wait on its schedule (the stage facts' bubble), not
+    on a late rank."""
     breakdowns = scope.breakdowns
     if len(breakdowns) < 2:
         return []
     table = pd.DataFrame([b.model_dump() for b in breakdowns])
+    p2p = table["rank"].map(_p2p_us(scope)).fillna(0.0)
+    table["comm_not_overlapped_us"] = (table["comm_not_overlapped_us"] - p2p).clip(lower=0.0)
     sources = sorted({src for b in breakdowns for src in b.sources})
-    return [
-        SpreadFact(id=f"spread:{row['dimension']}", sources=sources, **row)
-        for row in records(rank_spreads(table))
-    ]
+    facts: list[Fact] = []
+    for row in records(rank_spreads(table)):
+        communication = row["dimension"] == "communication"
+        waits = _slow_rank_waits(scope, row["rank"], table) if communication else {}
+        facts.append(SpreadFact(id=f"spread:{row['dimension']}", sources=sources, **row, **waits,
+                                p2p_excluded_us=float(p2p.max()) if communication else None))
+    return facts
+
+
+def _p2p_us(scope: ProfileScope) -> dict[int, float]:
+    """Per rank: its P2P ops' time per step (communication.json), else the profiler's Bubble (hcom_receive time)."""
+    found = {b.rank: b.bubble_us or 0.0 for b in scope.breakdowns if b.rank is not None}
+    for rank, rows in scope.summaries.items():
+        found[rank] = sum(row["elapse_us"] for row in rows if row["kind"] == "p2p")
+    return found
+
+
+def _slow_rank_waits(scope: ProfileScope, rank: int, table: pd.DataFrame) -> dict:
+    """The SpreadFact fields saying whether the rank that waits least in the collectives is itself waiting."""
+    collective = next((row for row in scope.summaries.get(rank, []) if row["kind"] == "collective"), None)
+    mine = table.loc[table["rank"] == rank].iloc[0]
+    waits, note = waiting_note(collective["transit_share"] if collective else None,
+                               _notify_share(scope, rank, collective), float(mine["comm_not_overlapped_us"]),
+                               float(mine["step_time_us"]))
+    return {"slow_rank_waits": waits, "slow_rank_note": note}
+
+
+def _notify_share(scope: ProfileScope, rank: int, collective: dict | None) -> float | None:
+    """The rank's HCCL Notify_Wait time per step over its collectives' time (None without either)."""
+    notify = next((r.peer_waits for r in scope.ranks if r.meta.rank == rank and r.peer_waits), None)
+    if not notify or collective is None or collective["elapse_us"] <= 0:
+        return None
+    return sum(notify.values()) / collective["elapse_us"]
 
 
 def _mc2_fact(rank: int, row: dict, step_time: float | None, sources: list[str]) -> Mc2Fact:
@@ -411,6 +606,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                        metadata_source(profile.shown, meta, "parallel_group_info") or
                        f"{profile.shown(meta.path)}[parallel_group_info]")
     outside_ms = float(np.where(np.isnan(waited), 0.0, waited).sum())  # as pandas sums a column
+    p2p_us = sum(row["elapse_us"] for row in cluster.summaries.get(meta.rank, []) if row["kind"] == "p2p")
     for row in cluster.summaries.get(meta.rank, []):
         collective = row["kind"] == "collective" and group is not None
         outside_us = outside_ms * 1000 / step_count if row["kind"] == "collective" else 0.0
@@ -427,6 +623,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 outside_wait_us=outside_us,
                 outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
                 **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
+                p2p_us=p2p_us,
             )
         )
     if rank.traffic is None:
@@ -466,8 +663,13 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
         return []
     members = cluster.members
     mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
+    collective = cluster.every.loc[cluster.every["kind"] == "collective"]
+    moved = collective.groupby(["rank", "group"])[["elapse_ms", "transit_ms"]].sum()
     facts: list[Fact] = []
     for row in records(collective_stragglers(rows)):
+        transit = _transit_share(moved, row["rank"], row["group"])
+        mine = next((r for r in cluster.summaries.get(row["rank"], []) if r["kind"] == "collective"), None)
+        notify = _notify_share(cluster, row["rank"], mine)
         group = known.get(row["group"])
         size = members[row["group"]].size if row["group"] in members else None
         # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators
@@ -478,9 +680,18 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
             group_size=size if size and size >= 2 else None, ranks=row["ranks"], rank=row["rank"],
             straggler_wait_us=row["straggler_wait_us"], others_wait_us=row["others_wait_us"], lost_us=row["lost_us"],
             lost_share_of_step=min(row["lost_us"] / mean_step, 1.0) if mean_step > 0 else None,
-            max_wait_rank=row["max_wait_rank"],
+            max_wait_rank=row["max_wait_rank"], straggler_transit_share=transit,
+            straggler_waits=bool(waits_itself(transit, notify)),
         ))
     return facts
+
+
+def _transit_share(moved: pd.DataFrame, rank: int, group: str) -> float | None:
+    """The share of a rank's time in one group's collectives that moves data (None when they take no time)."""
+    if (rank, group) not in moved.index:
+        return None
+    elapse, transit = moved.loc[(rank, group)]
+    return min(float(transit) / float(elapse), 1.0) if elapse > 0 else None
 
 
 def _link_facts(scope: ProfileScope) -> list[Fact]:
@@ -603,6 +814,7 @@ REDUCE_FAMILIES: list[ReduceFamily] = [
     ReduceFamily("end", _spread_facts),
     ReduceFamily("end", _straggler_facts),
     ReduceFamily("end", _pipeline_facts),
+    ReduceFamily("end", _stage_facts),
 ]
 
 
