@@ -857,3 +857,174 @@ def build_cluster(parent: Path, ranks: int = 32, group_size: int = 8, slow_rank:
             comm_wait_share=0.01 if rank == slow_rank else 0.117 + wiggle,
             dir_name=f"node{rank // 8}_{2231054 + rank}_20251127192733{rank:03d}_ascend_pt"))
     return parent
+
+
+@dataclass
+class PipelineAction:
+    """One action of a pipeline stage: compute ("F"/"B" of micro-batch ``micro``) or a P2P op ("send"/"receive",
+    ``peer`` the stage on the other side), from ``start_us`` (in the step) for ``duration_us``, ``wait_us`` of it
+    waiting for the peer."""
+
+    kind: str
+    micro: int
+    start_us: float
+    duration_us: float
+    peer: int | None = None
+    wait_us: float = 0.0
+
+
+def one_f_one_b(stages: int, micro: int, forward_us: list[float], backward_us: list[float],
+                transfer_us: float) -> list[list[PipelineAction]]:
+    """Megatron's non-interleaved 1F1B schedule run per stage: each stage's actions in order with their times.
+
+    Stage s runs min(p − s − 1, m) warm-up forwards, then alternates one forward and one backward, then the remaining
+    backwards; it receives activations from s − 1 before a forward and sends them to s + 1 after it, and receives
+    gradients from s + 1 before a backward and sends them to s − 1 after it. A send takes ``transfer_us`` from the
+    sender's clock; a receive ends ``transfer_us`` after both sides are there, its wait the time the receiver was first.
+    """
+    programs = []
+    for s in range(stages):
+        warm = min(stages - s - 1, micro)
+        forward = [a for i in range(micro) for a in ((("receive", s - 1, i),) if s else ()) + (("F", None, i),)
+                   + ((("send", s + 1, i),) if s < stages - 1 else ())]
+        backward = [a for i in range(micro) for a in ((("receive", s + 1, i),) if s < stages - 1 else ())
+                    + (("B", None, i),) + ((("send", s - 1, i),) if s else ())]
+        per_f = len(forward) // micro
+        per_b = len(backward) // micro
+        order = forward[:warm * per_f]
+        for i in range(micro - warm):
+            order += forward[(warm + i) * per_f:(warm + i + 1) * per_f] + backward[i * per_b:(i + 1) * per_b]
+        order += backward[(micro - warm) * per_b:]
+        programs.append(order)
+    sent: dict[tuple[int, int, int], float] = {}  # (from, to, micro) → the send's start
+    clocks, done = [0.0] * stages, [[] for _ in range(stages)]
+    while any(len(done[s]) < len(programs[s]) for s in range(stages)):
+        for s in range(stages):
+            while len(done[s]) < len(programs[s]):
+                kind, peer, i = programs[s][len(done[s])]
+                if kind == "receive" and (peer, s, i) not in sent:
+                    break
+                start = clocks[s]
+                if kind == "receive":
+                    arrival = sent[(peer, s, i)]
+                    action = PipelineAction(kind, i, start, max(start, arrival) + transfer_us - start, peer,
+                                            max(arrival - start, 0.0))
+                elif kind == "send":
+                    sent[(s, peer, i)] = start
+                    action = PipelineAction(kind, i, start, transfer_us, peer)
+                else:
+                    action = PipelineAction(kind, i, start, (forward_us if kind == "F" else backward_us)[s])
+                clocks[s] = start + action.duration_us
+                done[s].append(action)
+    return done
+
+
+def build_1f1b_job(parent: Path, stages: int = 4, micro: int = 4, profiled: list[int] | None = None,
+                   forward_us: list[float] | None = None, backward_us: list[float] | None = None,
+                   transfer_us: float = 100.0, batched: bool = False, layout: str = "pairs",
+                   metadata: str | None = None, matrix: bool = True, collective_us: float = 300.0,
+                   collective_exposed_us: float | None = None, collective_wait_share: float = 0.117) -> Path:
+    """One pipeline of ``stages`` ranks (rank s holds stage s) running ``micro`` micro-batches per step by 1F1B, in
+    steps 5 and 6; only the ``profiled`` ranks (default all) are written.
+
+    communication.json holds each P2P op as torch_npu writes it — hcom_send/hcom_receive, or with ``batched`` every op
+    as hcom_batchSendRecv (Megatron's batch_isend_irecv) — with the wait the schedule gives it, plus one AllReduce of
+    the loss in the world group; communication_matrix.json their src-dst links (ranks local to the communicator).
+    ``layout`` "pairs" gives each neighbouring pair its own communicator, "pp" puts every P2P op in the pp group.
+    ``metadata`` "pp" lists that group in parallel_group_info, "distributed_args" writes MindSpeed's arguments.
+    The AllReduce takes ``collective_us`` (``collective_exposed_us`` of it not overlapped, default all), waiting
+    ``collective_wait_share`` of it.
+    """
+    from advisor.ingest.groups import group_hash
+
+    forward_us = forward_us or [1000.0] * stages
+    backward_us = backward_us or [2000.0] * stages
+    schedule = one_f_one_b(stages, micro, forward_us, backward_us, transfer_us)
+    world, pp = group_hash("group_name_0"), group_hash("group_name_9")
+
+    def communicator(a: int, b: int) -> tuple[str, int, int]:
+        """The hash of the communicator of stages a and b, and their ranks inside it."""
+        if layout == "pp":
+            return pp, a, b
+        return group_hash(f"p2p_{min(a, b)}_{max(a, b)}"), int(a > b), int(b > a)
+
+    for rank in (range(stages) if profiled is None else profiled):
+        p2p, links, kernels, index = {}, {}, [], 0
+        for step in (5, 6):
+            for action in schedule[rank]:
+                if action.kind in ("F", "B"):
+                    kernels.append(Kernel(step, f"MatMul_{action.kind}", "MatMulV3", "AI_CORE", action.duration_us))
+                    continue
+                group, own, peer = communicator(rank, action.peer)
+                op = "batchSendRecv" if batched else action.kind
+                name = f"hcom_{op}__{group[-3:]}_{index}_1"
+                index += 1
+                kernels.append(Kernel(step, name, f"hcom_{op}_", "COMMUNICATION", action.duration_us, group=group))
+                start = BASE_US + step * STEP_SPACING_US + action.start_us
+                p2p.setdefault(f"step{step}", {})[f"{name}@{group}"] = _p2p_op(start, action, transfer_us)
+                src, dst = (own, peer) if action.kind == "send" else (peer, own)
+                kind = "batchsendrecv" if batched else action.kind
+                entry = links.setdefault(f"step{step}", {}).setdefault(f"{kind}-total@{group}", {})
+                entry[f"{src}-{dst}"] = {"Transport Type": "HCCS", "Transit Size(MB)": 16.0,
+                                         "Transit Time(ms)": transfer_us / 1000, "Bandwidth(GB/s)": 160.0}
+                entry[f"{own}-{own}"] = {"Transport Type": "LOCAL", "Transit Size(MB)": 16.0,
+                                         "Transit Time(ms)": 0.01, "Bandwidth(GB/s)": 1600.0}
+            kernels.append(Kernel(step, f"hcom_allReduce__{world[-3:]}_{step}_1", "hcom_allReduce_", "COMMUNICATION",
+                                  collective_us, group=world))
+        mine = schedule[rank]
+        compute = sum(a.duration_us for a in mine if a.kind in ("F", "B"))
+        waiting = sum(a.duration_us for a in mine if a.kind in ("send", "receive"))
+        receives = 0.0 if batched else sum(a.duration_us for a in mine if a.kind == "receive")
+        groups = {"group_name_0": {"group_name": "default_group", "group_rank": rank, "global_ranks": list(range(stages))}}
+        if metadata == "pp":
+            groups["group_name_9"] = {"group_name": "pp", "group_rank": rank, "global_ranks": list(range(stages))}
+        exposed = collective_us if collective_exposed_us is None else collective_exposed_us
+        rank_dir = build_rank(parent, RankSpec(
+            rank=rank, device_id=rank, rank_id=str(rank), kernels=kernels, groups=groups, kernel_spacing_us=50.0,
+            comm_wait_share=collective_wait_share, comm_transit_share=min(0.855, 1 - collective_wait_share),
+            steps=[StepRow(s, compute, waiting + exposed, 300.0, collective_us - exposed, bubble=receives)
+                   for s in (5, 6)]))
+        out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+        document = json.loads((out / "communication.json").read_text())
+        for step, ops in p2p.items():  # the base writer files only send/receive as P2P: the ops are rewritten
+            collective = {key: op for key, op in document[step]["collective"].items() if key.startswith("hcom_allReduce")}
+            document[step] = {"p2p": {**ops, "Total Op Info": _p2p_total(ops.values())}, "collective": collective}
+        (out / "communication.json").write_text(json.dumps(document))
+        if matrix:
+            (out / "communication_matrix.json").write_text(json.dumps(
+                {step: {"p2p": entries, "collective": {}} for step, entries in links.items()}))
+        if metadata == "distributed_args":
+            info = json.loads((rank_dir / "profiler_metadata.json").read_text())
+            info["distributed_args"] = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": stages,
+                                        "data_parallel_size": 1, "context_parallel_size": 1,
+                                        "expert_model_parallel_size": 1, "sequence_parallel": False,
+                                        "rank": rank, "world_size": stages}
+            (rank_dir / "profiler_metadata.json").write_text(json.dumps(info))
+    return parent
+
+
+def _p2p_op(start_us: float, action: PipelineAction, transfer_us: float) -> dict:
+    """A P2P op of communication.json: its wait from the schedule, the transfer over HCCS."""
+    elapse, wait = action.duration_us / 1000, action.wait_us / 1000
+    transit = transfer_us / 1000
+    moved = {"Transit Size(MB)": 16.0, "Transit Time(ms)": transit, "Bandwidth(GB/s)": round(16.0 / transit, 4),
+             "Large Packet Ratio": 0.0, "Size Distribution": {"16.0": [1, transit]}}
+    idle = {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0,
+            "Size Distribution": {}}
+    return {"Communication Time Info": {
+                "Start Timestamp(us)": start_us, "Elapse Time(ms)": elapse, "Transit Time(ms)": transit,
+                "Wait Time(ms)": wait, "Synchronization Time(ms)": wait, "Idle Time(ms)": max(elapse - transit - wait, 0.0),
+                "Wait Time Ratio": round(wait / (wait + transit), 4), "Synchronization Time Ratio": round(wait / (wait + transit), 4)},
+            "Communication Bandwidth Info": {"RDMA": idle, "HCCS": moved, "PCIE": idle, "SDMA": {**moved, "Size Distribution": {}},
+                                             "SIO": idle}}
+
+
+def _p2p_total(ops) -> dict:
+    """torch_npu's Total Op Info of a step's P2P ops: the times summed, the ratios recomputed."""
+    times = [op["Communication Time Info"] for op in ops]
+    total = {key: sum(t[key] for t in times) for key in ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
+                                                          "Synchronization Time(ms)", "Idle Time(ms)")}
+    waited = total["Wait Time(ms)"] + total["Transit Time(ms)"]
+    total["Wait Time Ratio"] = round(total["Wait Time(ms)"] / waited, 4) if waited else 0
+    total["Synchronization Time Ratio"] = total["Wait Time Ratio"]
+    return {"Communication Time Info": total, "Communication Bandwidth Info": {}}
