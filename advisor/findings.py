@@ -69,6 +69,10 @@ THIN_TABLE_NOTE = Text(
        "the operator table to size it.",
     zh="记录的计算时间不足一半，该问题至多为低严重度：请重新采集，使算子表包含完整的迭代后再评估。")
 
+WARMUP_NOTE = Text(
+    en="Measured in a capture without steady state ({evidence}): at most low until steady-state steps are profiled.",
+    zh="测量自没有稳态的采集（{evidence}）：在采集到稳态迭代之前，该问题至多为低严重度。")
+
 
 @dataclass
 class Charge:
@@ -144,6 +148,9 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
         coverage = table_coverage(members)
         if coverage is not None and coverage[0] < THIN_TABLE:
             severity = "low"
+        warmup = warmup_of(by_family, ranks) if rule.spec.category != "profiling" else None
+        if warmup is not None:
+            severity = "low"
         findings.append(
             Finding(
                 id=rule_id,
@@ -151,7 +158,8 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 category=rule.spec.category,
                 severity=severity,
                 title=rule.spec.title.get(lang),
-                explanation=collapse(" ".join([explain.render(resolve), *coverage_notes(coverage, lang)])),
+                explanation=collapse(" ".join([explain.render(resolve), *coverage_notes(coverage, lang),
+                                               *([WARMUP_NOTE.get(lang).format(evidence=warmup)] if warmup else [])])),
                 evidence=_evidence(representative),
                 ranks=ranks,
                 estimated_gain_us=gain,
@@ -160,6 +168,7 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 charged_to=bucket,
                 instrumented_by=inflated_by,
                 operator_table_coverage=coverage[0] if coverage is not None else None,
+                measured_in_warmup=warmup,
                 claimed_gain_us=fmean(claims) if claims else None,
                 shares_time_with=sorted({s for m in members for s in m.shares_with} - {_label(rule_id, key)}),
                 prescriptions=[prescription(e, lang, known, by_family, ranks)
@@ -248,6 +257,13 @@ def instrumentation(facts: list[Fact]) -> list[str]:
     """The capture settings on in the profile that inflate host time (INSTRUMENTATION), from its context fact."""
     context = next((f for f in facts if f.family == "context"), None)
     return [name for name in INSTRUMENTATION if getattr(context, name, None)]
+
+
+def warmup_of(by_family: dict[str, list[Fact]], ranks: list[int]) -> str | None:
+    """What warms up in the captures without steady state among the finding's ranks (every rank's when it names none),
+    in words; None when each has steady state or none says."""
+    warm = [f for f in by_family.get("capture", []) if not f.steady_state and (not ranks or f.rank in ranks)]
+    return "; ".join(f"rank {f.rank}: {f.warmup_evidence}" for f in warm) if warm else None
 
 
 def table_coverage(members: list[Charge]) -> tuple[float, int] | None:

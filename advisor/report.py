@@ -210,6 +210,10 @@ class Finding(_Model):
                                       "(step breakdown) that the operator table records — the lowest over the ranks "
                                       "its rule fired on. Below 0.8 the explanation says so; below 0.5 the finding is "
                                       "low. None for other findings, or when the compute time is unknown.")
+    measured_in_warmup: str | None = Field(
+        None, description="When a rank the finding is about has no steady state in its capture (facts.capture): what "
+                          "warms up there. The finding is then at most low; profiling.not_steady_state says how to "
+                          "profile steady-state steps.")
     shares_time_with: list[str] = Field(
         default_factory=list, description="Findings (rule id, with the key in brackets) that were charged part of "
                                           "the same time first.")

@@ -19,6 +19,7 @@ from advisor.facts.platforms import ASCEND_RUNTIME, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.columns import records
+from advisor.ingest.kinetosteps import outermost
 from advisor.ingest.model import RankData
 from advisor.intervals import union
 
@@ -182,8 +183,7 @@ def optimizer_kernels(regions: pd.DataFrame, launches: pd.DataFrame, device: pd.
 
 def dataloader_calls(host: pd.DataFrame) -> pd.DataFrame:
     """The outermost host events whose name mentions a DataLoader (nested ones dropped), by start."""
-    rows = host.loc[matching(host["name"], DATALOADER, search=True)].sort_values("ts")
-    return rows.loc[rows["ts"] >= (rows["ts"] + rows["dur"]).cummax().shift(fill_value=-np.inf)]
+    return outermost(host.loc[matching(host["name"], DATALOADER, search=True)])
 
 
 def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, object] | None:

@@ -32,6 +32,7 @@ from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.kinetosteps import first_start, launch_times, step_windows
+from advisor.ingest.warmup import warmup_by_step
 from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
 
 HOST_PARTS = ("dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad")
@@ -103,25 +104,35 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
     return IdleSplit(parts, sub, late)
 
 
-def outlier_mask(windows: pd.DataFrame) -> np.ndarray:
-    """Which step windows (``start``, ``end``) are longer than OUTLIER_FACTOR × the median window (none below
-    MIN_STEPS_FOR_SPREAD steps)."""
+def outlier_mask(windows: pd.DataFrame, warmup: frozenset[int] = frozenset()) -> np.ndarray:
+    """Which step windows (``step``, ``start``, ``end``) are longer than OUTLIER_FACTOR × the median window of the
+    steps that do not warm up (none below MIN_STEPS_FOR_SPREAD such steps); a warm-up step (``warmup``: step numbers)
+    is never an outlier — it is its own kind of slow."""
     durations = (windows["end"] - windows["start"]).to_numpy(float)
-    if len(durations) < MIN_STEPS_FOR_SPREAD:
+    warm = _warm(windows, warmup)
+    if (~warm).sum() < MIN_STEPS_FOR_SPREAD:
         return np.zeros(len(durations), dtype=bool)
-    return durations > OUTLIER_FACTOR * float(np.median(durations))
+    return ~warm & (durations > OUTLIER_FACTOR * float(np.median(durations[~warm])))
 
 
-def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of) -> dict[str, object]:
+def _warm(windows: pd.DataFrame, warmup: frozenset[int]) -> np.ndarray:
+    return windows["step"].map(lambda step: step is not None and not pd.isna(step) and int(step) in warmup).to_numpy(bool)
+
+
+def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of, warmup: frozenset[int] = frozenset()
+                  ) -> dict[str, object]:
     """The spread of the step windows (``step``, ``start``, ``end``): the median step, the steps longer than
     OUTLIER_FACTOR × the median, what they add to the mean step, and the slowest step with its largest idle part
-    (``parts_of(idle)``: µs per part of PARTS for some of ``free``). Empty below MIN_STEPS_FOR_SPREAD steps."""
+    (``parts_of(idle)``: µs per part of PARTS for some of ``free``); the warm-up steps (``warmup``) are left out of
+    all that, and what they add to the mean step is a figure of its own. Empty below MIN_STEPS_FOR_SPREAD steps that
+    do not warm up."""
     durations = (windows["end"] - windows["start"]).to_numpy(float)
-    if len(durations) < MIN_STEPS_FOR_SPREAD:
+    warm = _warm(windows, warmup)
+    if (~warm).sum() < MIN_STEPS_FOR_SPREAD:
         return {}
-    median = float(np.median(durations))
-    slow = outlier_mask(windows)
-    worst = int(np.argmax(durations))
+    median = float(np.median(durations[~warm]))
+    slow = outlier_mask(windows, warmup)
+    worst = int(np.argmax(np.where(warm, -np.inf, durations)))
     window = windows[["start", "end"]].to_numpy(float)[worst:worst + 1]
     parts = {part: value for part, value in parts_of(intersect(free, window)).items() if part in PARTS}
     part = max(parts, key=lambda name: parts[name])
@@ -135,6 +146,8 @@ def step_outliers(windows: pd.DataFrame, free: np.ndarray, parts_of) -> dict[str
         "outlier_excess_us": float((durations[slow] - median).sum() / len(durations)),
         "slowest_idle_part": part if parts[part] > 0 else None,
         "slowest_idle_part_us": float(parts[part]),
+        "warmup_steps": ", ".join(str(step) for step, w in zip(steps, warm) if w) or None,
+        "warmup_excess_us": float(np.clip(durations[warm] - median, 0.0, None).sum() / len(durations)),
     }
 
 
@@ -164,7 +177,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         return []
     trace, names = rank.trace, traits(rank.platform).runtime
     platform = traits(rank.platform)
-    pageable, blocking = EMPTY, None
+    pageable, blocking, warmup = EMPTY, None, frozenset()
     if rank.kineto is not None:
         gpu, runtime = rank.kineto.gpu, rank.kineto.runtime
         if gpu.empty:  # a CPU-only trace: there is no device to be idle
@@ -176,6 +189,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         tasks = pd.DataFrame({"device_ts": gpu["ts"], "launch_ts": gpu["correlation"].map(launch_times(runtime))})
         pageable = _pageable_spans(gpu, runtime)
         blocking = draining_copy_calls(gpu, runtime, names.copy_call)
+        warmup = frozenset(warmup_by_step(rank.kineto, windows))
         source = f"{show(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
     else:
         kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame()
@@ -211,7 +225,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     def split(idle: np.ndarray) -> IdleSplit:
         return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans, pageable, operator_spans)
 
-    typical = windows.loc[~outlier_mask(windows)]
+    typical = windows.loc[~outlier_mask(windows, warmup) & ~_warm(windows, warmup)]
     typical_idle = intersect(free, _window_set(typical)) if len(typical) < len(windows) else free
     found = split(typical_idle)
     count = len(typical)
@@ -221,7 +235,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     per_step = {part: value / count for part, value in found.parts.items()}
     largest = max(per_step, key=lambda part: per_step[part]) if idle > 0 else None
     share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)
-    spread = step_outliers(windows, free, lambda stretch: split(stretch).parts)
+    spread = step_outliers(windows, free, lambda stretch: split(stretch).parts, warmup)
     if spread:  # the excess is part of the mean step over every window, not of the typical step
         mean_step = (breakdown.step_time_us if breakdown is not None and breakdown.step_time_us
                      else float((windows["end"] - windows["start"]).mean()))

@@ -428,6 +428,30 @@ class HostFact(Fact):
     optimizer_foreach_kernels_per_step: NonNegative | None = Field(None, description="How many of them are multi-tensor kernels (Foreach*, multi_tensor_apply, fused optimizer kernels): the optimizer is already foreach or fused.")
 
 
+class CaptureFact(Fact):
+    """Whether one rank's GPU capture shows steady state: where its steps come from and which of them warm up."""
+
+    family: ClassVar[str] = "capture"
+    source: ClassVar[str] = ("*.pt.trace.json: ProfilerStep#N, serving iterations (execute_model) or Optimizer.step "
+                             "events; cuda_runtime launches, event synchronisations and cudaMalloc calls; cpu_op "
+                             "convolutions")
+
+    rank: int = Field(ge=0, description="Rank.")
+    step_source: Literal["ProfilerStep", "iteration", "Optimizer.step", "none"] = Field(
+        description="What marks the steps: ProfilerStep#N, a serving engine's iterations (execute_model), Optimizer.step "
+                    "events (two or more, each ending a training iteration), or none (the capture is one window).")
+    steps_described: str = Field(description="step_source in words, for explanations.")
+    steps: int = Field(ge=0, description="Step windows in the capture.")
+    warmup_steps: str | None = Field(None, description="The steps that warm up, e.g. '1' or '2, 3' (None: none found).")
+    steady_steps: int = Field(0, ge=0, description="Steps after the last warm-up step (0 without step markers).")
+    steady_state: bool = Field(description="Whether a step follows the last warm-up step; false when the trace marks no steps.")
+    warmup_evidence: str | None = Field(None, description="What warms up, per step, in words (None: nothing).")
+    first_call_launches: int = Field(0, ge=0, description="Kernel launches of 1 ms or more that launched a kernel's first appearance (lazy module loading, library handles created on first use).")
+    first_call_launch_us: Duration = Field(0.0, description="Their time, µs.")
+    autotune_syncs: int = Field(0, ge=0, description="Event synchronisations inside convolution ops: cudnn.benchmark timing its algorithms.")
+    device_allocations: int = Field(0, ge=0, description="cudaMalloc/hipMalloc calls in the capture (the caching allocator growing its pool).")
+
+
 class GpuFact(Fact):
     """GPU time of one rank of a PyTorch trace, with Holistic Trace Analysis' definitions and default scope: the
     GPU activity launched before the last ProfilerStep began (the whole capture when there are fewer than 2 steps)."""
@@ -556,6 +580,8 @@ class IdleFact(Fact):
     slowest_idle_part_us: Duration | None = Field(None, description="That part's idle time in the slowest step, µs.")
     outlier_steps: str | None = Field(None, description="The steps longer than 1.2 × the median step, e.g. '5, 9' (None when none is).")
     outlier_excess_us: Duration | None = Field(None, description="What the outlier steps add to the mean step: the sum of their excess over the median / steps, µs.")
+    warmup_steps: str | None = Field(None, description="The steps that warm up (facts.capture), left out of the typical steps and of the outliers, e.g. '2'.")
+    warmup_excess_us: Duration | None = Field(None, description="What the warm-up steps add to the mean step: their excess over the median / steps, µs.")
     outlier_excess_share_of_step: Ratio | None = Field(None, description="outlier_excess_us / the mean step over every step (the breakdown's), not step_us.")
 
     def part_us(self, part: str) -> float:
@@ -853,6 +879,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         AllocationFact,
         HostFact,
         GpuFact,
+        CaptureFact,
         DataLoaderFact,
         IdleFact,
         ApiFact,

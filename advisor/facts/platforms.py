@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from advisor.ingest.warmup import KERNEL_LAUNCH
 from advisor.vocabulary import Platform
 
 
@@ -48,8 +49,7 @@ GPU_RUNTIME = RuntimeNames(
     graph_launch=re.compile(r"^(cuda|hip)GraphLaunch(_v\d+)?$"),
     compile_step=re.compile(r"^(nvrtc|hiprtc)Compile"),
     sync=re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$"),
-    launch=re.compile(r"^(cuda|hip)(LaunchKernel(ExC)?|LaunchCooperativeKernel|ExtLaunchKernel|ModuleLaunchKernel|"
-                      r"ExtModuleLaunchKernel|GraphLaunch)(_v\d+)?$|^cuLaunchKernel(Ex)?$"),
+    launch=KERNEL_LAUNCH,
     free=re.compile(r"^(cuda|hip)Free(Async)?$"),
     allocator=re.compile(r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed)?$"),
     compute_task=re.compile(r"^compute$"),

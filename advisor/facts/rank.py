@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from advisor.facts.capture import capture_facts
 from advisor.facts.communication import communication_tables
 from advisor.facts.host import host_facts
 from advisor.facts.idle import idle_facts
@@ -43,6 +44,7 @@ RANK_FAMILIES: list[RankFamily] = [
     RankFamily(memory_facts, "tail"),
     RankFamily(host_facts, "tail"),
     RankFamily(idle_facts, "tail"),
+    RankFamily(capture_facts, "tail"),
     RankFamily(communication_tables, "tail"),
 ]
 

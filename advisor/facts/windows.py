@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from advisor.ingest.kinetosteps import step_markers
+from advisor.ingest.kinetosteps import step_markers, window_of  # noqa: F401 (window_of: the facts' name for it)
 
 WINDOW_COLUMNS = ["step", "start", "end"]
 
@@ -46,13 +46,3 @@ def inside(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd
     slot = np.searchsorted(starts, times, side="right") - 1
     hit = (slot >= 0) & (times <= ends[np.clip(slot, 0, None)])
     return frame.loc[hit]
-
-
-def window_of(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd.Series:
-    """The step number of the window each row falls in (NaN outside every window)."""
-    ordered = windows.sort_values("start")
-    starts, ends, steps = ordered["start"].to_numpy(), ordered["end"].to_numpy(), ordered["step"].to_numpy()
-    times = frame[column].to_numpy()
-    slot = np.clip(np.searchsorted(starts, times, side="right") - 1, 0, None)
-    hit = (times >= starts[slot]) & (times <= ends[slot]) if len(starts) else np.zeros(len(times), bool)
-    return pd.Series(np.where(hit, steps[slot] if len(steps) else np.nan, np.nan), index=frame.index)

@@ -27,6 +27,7 @@ from advisor.ingest.kinetosteps import (capture_lag, launch_steps, launch_times,
                                        step_windows)
 from advisor.ingest.model import CommunicationTables, CsvTable, Provenance, RankData
 from advisor.ingest.trace import TraceTables
+from advisor.ingest.warmup import warmup_by_step
 
 # What in the trace each table is made of (the facts name the text export's columns, which a trace does not have).
 TRACE_CONTENT = {
@@ -49,7 +50,8 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
     data.sources = {table: Provenance(path, content) for table, content in TRACE_CONTENT.items()}
     data.device_id = int(trace.gpu["device"].dropna().iloc[0]) if trace.gpu["device"].notna().any() else None
     steps = launch_steps(trace.gpu, trace.runtime, trace.cpu)
-    breakdown = step_breakdown(trace.gpu, step_windows(trace.gpu, trace.runtime, trace.cpu))
+    windows = step_windows(trace.gpu, trace.runtime, trace.cpu)
+    breakdown = steady_steps(step_breakdown(trace.gpu, windows), warmup_by_step(trace, windows), warnings)
     if not breakdown.empty and not trace.gpu.empty:
         data.step_trace = CsvTable.of_frame(path, breakdown)
         lag = capture_lag(trace.gpu, trace.runtime, trace.cpu)
@@ -70,6 +72,21 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
         data.memory_record = CsvTable.of_frame(path, memory)
     data.trace = trace_tables(trace)
     return data
+
+
+def steady_steps(breakdown: pd.DataFrame, warm: dict[int, list[str]], warnings: list[str]) -> pd.DataFrame:
+    """The step table without its warm-up steps (``ingest.warmup``) when steps that do not warm up follow the last of
+    them — the breakdown is then the steady state's —, with a warning naming them; unchanged otherwise."""
+    if not warm or breakdown.empty:
+        return breakdown
+    numbers = pd.to_numeric(breakdown["step"], errors="coerce")
+    kept = breakdown.loc[~numbers.isin(list(warm))]
+    working = kept["computing_us"] + kept["communication_us"] > 0  # a step cut off before its GPU work is no step
+    if not (working & (numbers.loc[kept.index] > max(warm))).any():
+        return breakdown
+    warnings.append("; ".join(f"step {step} warms up ({', '.join(parts)})" for step, parts in warm.items())
+                    + ": left out of the step breakdown, which covers the steady-state steps after it")
+    return kept.reset_index(drop=True)
 
 
 def partial_steps(trace: KinetoTrace, steps: pd.Series) -> list[int]:

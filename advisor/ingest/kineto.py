@@ -39,6 +39,10 @@ from advisor.ingest.model import FileProblem
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
 CPU_CATEGORIES = {"cpu_op", "operator", "user_annotation"}
+PYTHON_CATEGORY = "python_function"
+# The Python functions kept (with_stack traces hold hundreds of thousands): a serving engine's iteration, e.g. vLLM's
+# ".../gpu_model_runner.py(1234): execute_model"
+ITERATION_FUNCTION = re.compile(r": execute_model$")
 # Communication kernels: NCCL/RCCL and the libraries that move data between GPUs with kernels of their own —
 # DeepEP's dispatch/combine, vLLM's and TensorRT-LLM's custom all-reduce, PyTorch's symmetric-memory collectives,
 # NVSHMEM, MSCCL++, UCC — named as they appear in real traces.
@@ -296,6 +300,8 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
                                 event.dur, args.external_id))
         elif category in RUNTIME_CATEGORIES:
             rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
+        elif category == PYTHON_CATEGORY and ITERATION_FUNCTION.search(name):
+            rows["cpu"].append((name, event.tid, event.ts, event.dur, None, None))
         elif category in CPU_CATEGORIES:
             if CPU_EVENTS.search(name):
                 dtype = _operand_dtype(args.input_types) if args.input_types and MATRIX_OPS.match(name) else None

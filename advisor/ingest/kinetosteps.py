@@ -1,5 +1,6 @@
 """ProfilerStep windows of a Kineto trace and the step breakdown over them (pure functions), which the GPU reader
-(``ingest/gpu.py``) writes as the rank's step table.
+(``ingest/gpu.py``) writes as the rank's step table. A trace without ProfilerStep markers takes its steps from the
+optimizer: each Optimizer.step#… ends a training iteration.
 
 The step breakdown is measured on wall-clock step windows (``step_windows``): each ProfilerStep#N extended to the
 end of the GPU work it launched, so that the host's time before a step's first kernel (data loading, the
@@ -7,6 +8,8 @@ optimizer's host work) is idle time of that step, as torch-tb-profiler counts it
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -27,16 +30,57 @@ BREAKDOWN_COLUMNS = ["step", "start_us", "end_us", "computing_us", "communicatio
 LAUNCH_ALLOWANCE_US = 50.0  # a kernel may start this long after its launch on an idle device (launch latency)
 
 
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+# A serving engine's iteration: vLLM's annotation execute_context_<n>(<tokens>)_generation_<m>(<tokens>), or its
+# model runner's execute_model (a Python function event of a with_stack trace)
+ITERATION = re.compile(r"^execute_context_\d+|: execute_model$")
+
+
+def step_source(cpu: pd.DataFrame) -> str | None:
+    """Where a trace's steps come from: "ProfilerStep" markers; else a serving engine's "iteration" events (two or
+    more); else "Optimizer.step" events (two or more: each ends a training iteration); else None (one window)."""
+    names = cpu["name"]
+    if names.str.match(STEP_EVENT).any():
+        return "ProfilerStep"
+    if len(outermost(cpu.loc[names.str.contains(ITERATION)])) >= 2:
+        return "iteration"
+    return "Optimizer.step" if len(outermost(cpu.loc[names.str.match(OPTIMIZER_STEP)])) >= 2 else None
+
+
 def step_markers(cpu: pd.DataFrame) -> pd.DataFrame:
-    """The ProfilerStep#N markers (step, ts, dur), one per step in start order: a step listed twice (as some traces do)
-    is one step, from its first start to its last end."""
+    """The step markers (step, ts, dur), one per step in start order: the ProfilerStep#N events — a step listed twice
+    (as some traces do) is one step, from its first start to its last end —, else a serving engine's iterations
+    (numbered 1, 2, … in order), else the training iterations the optimizer marks (``optimizer_iterations``)."""
     numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
-    rows = cpu.loc[numbers.notna()].assign(step=numbers.dropna().astype(int), end=cpu["ts"] + cpu["dur"])
+    rows = cpu.loc[numbers.notna()]
     if rows.empty:
-        return pd.DataFrame(columns=["step", "ts", "dur"])
+        iterations = outermost(cpu.loc[cpu["name"].str.contains(ITERATION)])
+        if len(iterations) >= 2:
+            return pd.DataFrame({"step": np.arange(1, len(iterations) + 1), "ts": iterations["ts"].to_numpy(float),
+                                 "dur": iterations["dur"].to_numpy(float)})
+        return optimizer_iterations(cpu)
+    rows = rows.assign(step=numbers.loc[rows.index].astype(int), end=rows["ts"] + rows["dur"])
     merged_rows = rows.groupby("step", sort=False).agg(ts=("ts", "min"), end=("end", "max")).reset_index()
     return merged_rows.assign(dur=merged_rows["end"] - merged_rows["ts"])[["step", "ts", "dur"]].sort_values(
         ["ts", "step"], ignore_index=True)
+
+
+def optimizer_iterations(cpu: pd.DataFrame) -> pd.DataFrame:
+    """Without ProfilerStep markers, the training iterations (step 1, 2, …; ts, dur) that two or more Optimizer.step#…
+    events mark: each iteration ends with its optimizer step and begins where the previous one ended (the first at the
+    capture's first host event). Empty with fewer than two optimizer steps."""
+    steps = outermost(cpu.loc[cpu["name"].str.match(OPTIMIZER_STEP)])
+    if len(steps) < 2:
+        return pd.DataFrame(columns=["step", "ts", "dur"])
+    ends = (steps["ts"] + steps["dur"]).to_numpy(float)
+    starts = np.concatenate([[float(cpu["ts"].min())], ends[:-1]])
+    return pd.DataFrame({"step": np.arange(1, len(ends) + 1), "ts": starts, "dur": ends - starts})
+
+
+def outermost(events: pd.DataFrame) -> pd.DataFrame:
+    """The events not nested inside an earlier one, by start."""
+    ordered = events.sort_values("ts")
+    return ordered.loc[ordered["ts"] >= (ordered["ts"] + ordered["dur"]).cummax().shift(fill_value=-np.inf)]
 
 
 def capture_lag(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> float:
@@ -149,3 +193,13 @@ def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) ->
     steps = windows["step"].to_numpy()
     out[inside] = [str(int(steps[i])) for i in slot[inside]]
     return out
+
+
+def window_of(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd.Series:
+    """The step number of the window each row falls in (NaN outside every window)."""
+    ordered = windows.sort_values("start")
+    starts, ends, steps = ordered["start"].to_numpy(), ordered["end"].to_numpy(), ordered["step"].to_numpy()
+    times = frame[column].to_numpy()
+    slot = np.clip(np.searchsorted(starts, times, side="right") - 1, 0, None)
+    hit = (times >= starts[slot]) & (times <= ends[slot]) if len(starts) else np.zeros(len(times), bool)
+    return pd.Series(np.where(hit, steps[slot] if len(steps) else np.nan, np.nan), index=frame.index)
