@@ -75,6 +75,22 @@ def ancestors(path: str) -> list[str]:
     return ([path] if child else []) + [top, ROOT_BUCKET]
 
 
+def holding_children(size: dict[str, float], measured: set[str]) -> dict[str, float]:
+    """``size`` with each bucket the profile did not measure (not in ``measured``) at least as large as the buckets
+    under it together: without a step breakdown, an operator's claim and a fused sequence's claim both fit in
+    ``compute`` instead of the first one charged taking all of it."""
+    widened = dict(size)
+    for parent in (*TOP_BUCKETS, ROOT_BUCKET):
+        if parent in measured:
+            continue
+        below = [b for b in widened if b != parent and parent in ancestors(b) and (
+            parent != ROOT_BUCKET or b in TOP_BUCKETS)]
+        total = sum(widened[b] for b in below)
+        if below and total > widened.get(parent, 0.0):
+            widened[parent] = total
+    return widened
+
+
 @dataclass
 class Budget:
     """What is left of each bucket of one step (µs). ``size`` holds the buckets the profile measured."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
-from advisor.budget import Budget, ancestors
+from advisor.budget import Budget, ancestors, holding_children
 from advisor.engine.evaluate import explain_firing
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
@@ -69,6 +69,14 @@ THIN_TABLE_NOTE = Text(
        "the operator table to size it.",
     zh="记录的计算时间不足一半，该问题至多为低严重度：请重新采集，使算子表包含完整的迭代后再评估。")
 
+TYPICAL_STEP_NOTE = Text(
+    en="These figures are per typical step — the mean of {steps} steps, {step:,.0f} µs, without the outlier steps "
+       "{outliers} — so the shares are of that step, not of the mean step in the verdict.",
+    zh="以上数据按典型迭代计算——即不含离群迭代 {outliers} 的 {steps} 个迭代的平均值（{step:,.0f} µs），因此占比是相对该迭代而非判定中的平均迭代。")
+ZERO_GAIN = Text(en="its rule measured no time to recover (its gain is 0 µs per step on every rank it fired on)",
+                 zh="其规则未测得可回收的时间（在其触发的每个 rank 上收益均为每迭代 0 µs）")
+CONTRADICTED = Text(en="{entry} presupposes that {requirement}; the profile contradicts it ({detail})",
+                    zh="{entry} 的前提是{requirement}；性能数据与之矛盾（{detail}）")
 WARMUP_NOTE = Text(
     en="Measured in a capture without steady state ({evidence}): at most low until steady-state steps are profiled.",
     zh="测量自没有稳态的采集（{evidence}）：在采集到稳态迭代之前，该问题至多为低严重度。")
@@ -121,8 +129,8 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
     instrumented = instrumentation(facts)
     by_family = facts_by_family(facts)
     derived_by = {fact.id: firing for firing in firings for fact in firing.derived}
-    kept = [firing for firing in firings if not contradicted_prescriptions(firing, by_family, book)[1]]
-    charges = charge_firings(kept, facts, book, budget_facts)
+    left_out = {id(firing) for _, (members, _) in _withheld(firings, by_family, book, lang).items() for firing in members}
+    charges = charge_firings([f for f in firings if id(f) not in left_out], facts, book, budget_facts)
     groups: dict[tuple[str, str | None], list[Charge]] = defaultdict(list)
     for charge in charges:
         groups[(charge.firing.rule_id, charge.key)].append(charge)
@@ -131,8 +139,7 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
     for (rule_id, key), members in groups.items():
         rule = book.rules[rule_id]
         ranks = sorted({m.rank for m in members if m.rank is not None})
-        gains = [m.gain for m in members if m.gain is not None]
-        gain = fmean(gains) if gains else None
+        gain = mean_over_ranks(members)
         claims = [m.claim for m in members if m.claim is not None]
         base = fmean(step_time[r] for r in ranks if r in step_time) if any(r in step_time for r in ranks) else step_time.get(None)
         ratio = min(gain / base, 1.0) if gain is not None and base else None
@@ -159,6 +166,7 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 severity=severity,
                 title=rule.spec.title.get(lang),
                 explanation=collapse(" ".join([explain.render(resolve), *coverage_notes(coverage, lang),
+                                               *typical_step_notes(members, bucket, lang),
                                                *([WARMUP_NOTE.get(lang).format(evidence=warmup)] if warmup else [])])),
                 evidence=_evidence(representative),
                 ranks=ranks,
@@ -213,31 +221,48 @@ def contradicted_prescriptions(firing: Firing, by_family: dict[str, list[Fact]],
 
 
 def withheld_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[WithheldFinding]:
-    """The findings left out because the facts contradict every prescription of their rule (CUDA-graph advice on a
-    trace that replays graphs): one per rule and key, with the ranks it fired on, what it would have claimed and why."""
-    by_family = facts_by_family(facts)
-    groups: dict[tuple[str, str | None], list[tuple[Firing, list]]] = defaultdict(list)
+    """The findings left out: one per rule and key whose firings the facts contradict every prescription of (CUDA-graph
+    advice on a trace that replays graphs), or whose measured gain is 0 on every rank (nothing to recover) — with the
+    ranks, what it would have claimed and why."""
+    withheld = []
+    for (rule_id, key), (members, because) in _withheld(firings, facts_by_family(facts), book, lang).items():
+        rule = book.rules[rule_id]
+        claims = [c for c in (_claim(rule, firing) for firing in members) if c is not None]
+        withheld.append(WithheldFinding(id=rule_id, key=key, title=rule.spec.title.get(lang),
+                                        ranks=sorted({r for firing in members if (r := _rank_of(firing)) is not None}),
+                                        claimed_gain_us=fmean(claims) if claims else None, because=because))
+    return sorted(withheld, key=lambda w: (w.id, w.key or ""))
+
+
+def _withheld(firings: list[Firing], by_family: dict[str, list[Fact]], book: RuleBook, lang: Lang
+              ) -> dict[tuple[str, str | None], tuple[list[Firing], list[str]]]:
+    """(rule, key) → the firings left out and why: each firing whose every prescription is contradicted, and every
+    firing of a (rule, key) that measured no time on any rank."""
+    found: dict[tuple[str, str | None], tuple[list[Firing], list[str]]] = {}
+    by_group: dict[tuple[str, str | None], list[Firing]] = defaultdict(list)
     for firing in firings:
         rule = book.rules[firing.rule_id]
-        if not rule.spec.then.recommend:
+        if rule.spec.then.recommend:
+            by_group[(firing.rule_id, rule.exprs.key.render(resolver(firing.values())) if rule.exprs.key else None)].append(firing)
+    for group, members in by_group.items():
+        rule = book.rules[group[0]]
+        claims = [_claim(rule, firing) for firing in members]
+        if rule.spec.then.gain_basis == "measured" and claims and all(c == 0.0 for c in claims):
+            found[group] = (members, [ZERO_GAIN.get(lang)])
             continue
-        found, every = contradicted_prescriptions(firing, by_family, book)
-        if every:
-            resolve = resolver(firing.values())
-            key = rule.exprs.key.render(resolve) if rule.exprs.key else None
-            groups[(firing.rule_id, key)].append((firing, found))
-    withheld = []
-    for (rule_id, key), members in groups.items():
-        rule = book.rules[rule_id]
-        claims = [c for firing, _ in members
-                  if (c := rule.exprs.gain.evaluate(resolver(firing.values())) if rule.exprs.gain else None) is not None]
-        because = sorted({f"{entry.id} presupposes that {check.requirement.get(lang)}; the profile contradicts it "
-                          f"({check.detail})" for _, found in members for entry, checks in found for check in checks})
-        withheld.append(WithheldFinding(id=rule_id, key=key, title=rule.spec.title.get(lang),
-                                        ranks=sorted({r for firing, _ in members if (r := _rank_of(firing)) is not None}),
-                                        claimed_gain_us=fmean(max(float(c), 0.0) for c in claims) if claims else None,
-                                        because=because))
-    return sorted(withheld, key=lambda w: (w.id, w.key or ""))
+        contradicted = [(firing, checks) for firing in members
+                        for checks, every in [contradicted_prescriptions(firing, by_family, book)] if every]
+        if contradicted:
+            found[group] = ([firing for firing, _ in contradicted], sorted({
+                CONTRADICTED.get(lang).format(entry=entry.id, requirement=check.requirement.get(lang), detail=check.detail)
+                for _, checks in contradicted for entry, entry_checks in checks for check in entry_checks}))
+    return found
+
+
+def _claim(rule: Rule, firing: Firing) -> float | None:
+    """A firing's claim: its rule's gain expression over the facts it matched (never below 0)."""
+    value = rule.exprs.gain.evaluate(resolver(firing.values())) if rule.exprs.gain else None
+    return None if value is None else max(float(value), 0.0)
 
 
 def _contradicted(presuppositions: list[Presupposition], by_family: dict[str, list[Fact]], ranks: list[int]) -> bool:
@@ -257,6 +282,27 @@ def instrumentation(facts: list[Fact]) -> list[str]:
     """The capture settings on in the profile that inflate host time (INSTRUMENTATION), from its context fact."""
     context = next((f for f in facts if f.family == "context"), None)
     return [name for name in INSTRUMENTATION if getattr(context, name, None)]
+
+
+def mean_over_ranks(members: list[Charge]) -> float | None:
+    """A finding's gain: what its firings were charged on each rank (two firings on one rank add up — the second gets
+    only what the first left of their bucket), averaged over the ranks; None when none was estimated."""
+    per_rank: dict[int | None, float] = defaultdict(float)
+    for member in members:
+        if member.gain is not None:
+            per_rank[member.rank] += member.gain
+    return fmean(per_rank.values()) if per_rank else None
+
+
+def typical_step_notes(members: list[Charge], bucket: str, lang: Lang) -> list[str]:
+    """The sentence a finding on a part of the idle time adds when that time is per typical step — the outlier steps
+    left out — so that its shares do not read as shares of the verdict's mean step."""
+    if not bucket.startswith("idle/"):
+        return []
+    idle = next((f for m in members for f in m.firing.matched.values() if isinstance(f, IdleFact) and f.outlier_steps), None)
+    if idle is None:
+        return []
+    return [TYPICAL_STEP_NOTE.get(lang).format(steps=idle.steps, step=idle.step_us, outliers=idle.outlier_steps)]
 
 
 def warmup_of(by_family: dict[str, list[Fact]], ranks: list[int]) -> str | None:
@@ -305,10 +351,13 @@ def charge_budgets(charges: list[Charge], facts: list[Fact]) -> None:
         if charge.claim is not None:
             where = (charge.budget_rank if charge.budget_rank in budgets else None, charge.bucket)
             claims[where] = max(claims[where], charge.claim)
+    measured = {rank: set(budget.size) for rank, budget in budgets.items()}
     for (rank, bucket), largest in claims.items():  # a bucket the profile does not size is its largest claim
         budgets[rank].size.setdefault(bucket, largest)
         if rank is not None:
             profile.size.setdefault(bucket, largest)
+    for rank, budget in budgets.items():  # and holds the buckets under it
+        budget.size = holding_children(budget.size, measured.get(rank, set()))
     charged_by: dict[tuple[int | None, str], list[str]] = defaultdict(list)
     order = sorted((c for c in charges if c.claim is not None),
                    key=lambda c: (c.basis != "measured", -len(ancestors(c.bucket)), -c.claim, c.firing.rule_id,

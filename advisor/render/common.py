@@ -304,6 +304,9 @@ def fmt_value(value: object) -> str:
 def gain_text(finding, words: dict[str, str]) -> str:
     if finding.estimated_gain_us is None:
         return words["gain_capture" if finding.category == "profiling" else "gain_unknown"]
+    if finding.estimated_gain_us < 0.05 and finding.shares_time_with and finding.claimed_gain_us:
+        return words["gain_all_shared"].format(claimed=fmt_us(finding.claimed_gain_us),
+                                               others=", ".join(finding.shares_time_with))
     share = f" ({fmt_pct(finding.estimated_gain_ratio)} {words['of_step']})" if finding.estimated_gain_ratio is not None else ""
     text = f"{fmt_us(finding.estimated_gain_us)} {words['per_step']}{share}"
     if finding.gain_basis:
