@@ -108,7 +108,15 @@ def test_a_broken_db_is_skipped_and_a_missing_table_reported(tmp_path):
     (skipped,) = profile.coverage.skipped
     assert skipped.file.endswith("ASCEND_PROFILER_OUTPUT/analysis.db") and skipped.reason == "is not an SQLite database"
     assert any(m.endswith("ascend_pytorch_profiler_0.db[MEMORY_RECORD]") for m in profile.coverage.missing)
-    assert profile.ranks[0].kernels is not None and profile.ranks[0].step_trace is None
+    assert profile.ranks[0].kernels is not None
+    # without analysis.db's StepTraceTime the steps come from the profiler DB's OVERLAP_ANALYSIS lanes, as it says
+    rank = profile.ranks[0]
+    assert rank.source("step_trace").file.name == "ascend_pytorch_profiler_0.db"
+    assert rank.source("step_trace").content.startswith("OVERLAP_ANALYSIS")
+    assert rank.step_trace.values("computing_us").tolist() == [1344.32, 1344.32]
+    assert any(w.endswith("analysis.db[StepTraceTime] is missing; the step breakdown of rank 0 comes from the Overlap "
+                          "Analysis lanes of localhost_2231054_20251127192733120_ascend_pt/ASCEND_PROFILER_OUTPUT/"
+                          "ascend_pytorch_profiler_0.db") for w in profile.coverage.warnings)
 
 
 def test_db_export_metadata_and_user_context_reach_the_facts(tmp_path, rulebook):

@@ -157,15 +157,17 @@ def test_without_step_trace_time_the_breakdown_comes_from_the_overlap_lanes(tmp_
 
     shutil.copytree(REAL / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
     (tmp_path / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv").unlink()
-    facts = extract_facts(load_profile(tmp_path))
+    profile = load_profile(tmp_path)
+    facts = extract_facts(profile)
     (step,) = facts.of(StepFact)
     written = _csv_rows(REAL / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")[0]
     assert step.step == 50
     assert step.compute_us == pytest.approx(float(written["Computing"]))
     assert step.comm_not_overlapped_us == pytest.approx(float(written["Communication(Not Overlapped)"]))
-    assert step.free_us == pytest.approx(float(written["Free"]))
+    assert step.preparing_us == pytest.approx(float(written["Preparing"]))  # ProfilerStep#50's start to the first lane
+    assert step.free_us == pytest.approx(float(written["Free"]) + float(written["Preparing"]))
     assert step.sources[0].startswith("rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json[Overlap Analysis")
-    assert any("comes from the Overlap Analysis lanes" in w for w in facts.warnings)
+    assert any("comes from the Overlap Analysis lanes" in w for w in profile.coverage.warnings)
 
 
 def test_step_trace_that_disagrees_with_the_lanes_is_flagged(tmp_path):

@@ -1,5 +1,5 @@
-"""The step and breakdown fact families: the step-time breakdown over step_trace_time (else the trace's Overlap
-Analysis lanes)."""
+"""The step and breakdown fact families: the step-time breakdown over step_trace_time (else over what the reader
+rebuilt from the trace's Overlap Analysis lanes: ``ingest.ascend.lane_steps``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 
 from advisor.facts.models import BreakdownFact, Fact, StepFact
 from advisor.facts.scope import RankScope, file_source, float_or_none
-from advisor.ingest.columns import Columns, columns_of
+from advisor.ingest.columns import Columns
 from advisor.facts.windows import window_of
 
 TIME_COLUMNS = (
@@ -100,19 +100,6 @@ _LANES = {
 }
 
 
-def steps_from_overlap(overlap: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """step_trace_time rows rebuilt from trace_view's Overlap Analysis lanes, as torch_npu computes them:
-    per step window, the summed duration of each lane's events that start in it (one row without windows)."""
-    lanes = overlap.loc[overlap["lane"].isin(_LANES)]
-    step = window_of(lanes, windows) if not windows.empty else pd.Series(-1, index=lanes.index)
-    kept = lanes.assign(step=step).dropna(subset=["step"])
-    sums = kept.groupby(["step", "lane"], sort=True)["dur"].sum().unstack("lane", fill_value=0.0)
-    frame = sums.rename(columns=_LANES).reindex(columns=list(_LANES.values()), fill_value=0.0).reset_index()
-    frame["overlapped_us"] = (frame["communication_us"] - frame["comm_not_overlapped_us"]).clip(lower=0)
-    frame["step"] = frame["step"].map(lambda s: "" if s == -1 else str(int(s))).astype("str")
-    return frame
-
-
 def step_facts(scope: RankScope) -> list[Fact]:
     """The rank's step facts (at most MAX_STEP_FACTS of them listed; ``scope.steps`` keeps every one) and its step
     numbers (else those of the host's ProfilerStep windows)."""
@@ -131,21 +118,18 @@ def breakdown_facts(scope: RankScope) -> list[Fact]:
 
 
 def _all_step_facts(scope: RankScope) -> list[StepFact]:
+    """The rank's step facts from its step table: step_trace_time.csv (the DB's StepTraceTime), or what the reader
+    rebuilt from the trace's Overlap Analysis lanes without one (its provenance says so), cross-checked against the
+    lanes when both exist."""
     show, rank, warnings = scope.show, scope.rank, scope.out.warnings
-    lanes = _lanes_in_steps(scope)
-    trace_path = show(rank.file("trace"))
-    if rank.step_trace is not None:
-        table, shown = rank.step_trace.columns, show(rank.step_trace.path)
-        source = file_source(show, rank, "step_trace", _STEP_COLUMNS)
-        if lanes is not None and not _agree(table, lanes):
-            warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of {trace_path}")
-    elif lanes is not None:
-        table, shown = columns_of(steps_from_overlap(rank.trace.overlap, _lane_windows(scope))), trace_path
-        source = f"{trace_path}[Overlap Analysis: Computing, Communication(Not Overlapped), Communication, Free]"
-        warnings.append(f"{show(rank.file('step_trace'))} is missing; the step breakdown of "
-                        f"rank {rank.rank} comes from the Overlap Analysis lanes of {trace_path}")
-    else:
+    if rank.step_trace is None:
         return []
+    table, shown = rank.step_trace.columns, show(rank.step_trace.path)
+    source = file_source(show, rank, "step_trace", _STEP_COLUMNS)
+    lanes = _lanes_in_steps(scope) if rank.source("step_trace").file != rank.file("trace") else None
+    if lanes is not None and not _agree(table, lanes):
+        warnings.append(f"{shown}: Computing differs by more than 1 % from the Overlap Analysis lanes of "
+                        f"{show(rank.file('trace'))}")
     rows, problems = clean_step_rows(table)
     warnings.extend(f"{shown}: {p}" for p in problems)
     facts = []
@@ -187,7 +171,7 @@ def _lane_windows(scope: RankScope) -> pd.DataFrame:
 
 def _lanes_in_steps(scope: RankScope) -> pd.DataFrame | None:
     """The trace's Overlap Analysis events of the step lanes that start in a step window (all of them without
-    windows): what steps_from_overlap sums; None when there are none."""
+    windows): what the step table is checked against; None when there are none."""
     trace = scope.rank.trace
     if trace is None or trace.overlap.empty:
         return None

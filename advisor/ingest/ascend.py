@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any, TypeVar
@@ -35,10 +36,11 @@ from advisor.ingest.db import (
     read_step_trace,
     read_trace_tables,
 )
+from advisor.ingest.kinetosteps import step_markers, window_of
 from advisor.ingest.limits import check_size, read_bounded
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, Provenance, RankData, SkippedFile
 from advisor.ingest.paths import display_path
-from advisor.ingest.trace import read_trace
+from advisor.ingest.trace import TraceTables, read_trace
 from advisor.parallel import in_worker, progress_heard, worker_progress
 from advisor.runoptions import current
 
@@ -162,6 +164,9 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
         _survey_text_export(data, output_dir, reader)
     else:
         _read_text_export(data, output_dir, reader)
+        _keep_one_capture(data, reader)
+    if not survey and data.step_trace is None:
+        _steps_from_lanes(data, reader)
     if data.device_id is None:
         data.device_id = _first_device_id(data.step_trace, data.kernels)
     return data
@@ -246,6 +251,144 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
             reader.coverage.missing.append(f"{display_path(path, reader.base)}[{tables}]")
 
 
+# The tables of a text export that carry absolute times (µs of local Unix time), and the columns holding them: start
+# and, where the table has one, duration.
+_TIMED_TABLES = {"kernels": ("start_us", "duration_us"), "memory_record": ("timestamp_us", None),
+                 "operator_memory": ("allocation_us", None)}
+
+
+def _keep_one_capture(data: RankData, reader: Reader) -> None:
+    """Leave out a table that another capture wrote: its times do not overlap those of the rank's trace_view.json
+    (else of its kernel_details.csv). Files copied together from two runs into one directory would otherwise be
+    merged into one rank: a kernel table of another capture gives operators longer than the step. The table is
+    skipped with both time ranges in the reason, so the coverage says why."""
+    reference_name, reference = None, None
+    if data.trace is not None:
+        reference_name, reference = "trace", _trace_span(data.trace)
+    if reference is None and data.kernels is not None:
+        reference_name, reference = "kernels", _table_span(data.kernels, *_TIMED_TABLES["kernels"])
+    if reference is None:
+        return
+    for name, (start, duration) in _TIMED_TABLES.items():
+        table = getattr(data, name)
+        span = _table_span(table, start, duration) if name != reference_name and table is not None else None
+        if span is None or (span[0] <= reference[1] and reference[0] <= span[1]):
+            continue
+        setattr(data, name, None)
+        reader.not_merged(table.path, f"comes from another capture than {reader.shown(data.file(reference_name))}: "
+                                      f"its times ({_time_range(span)}) do not overlap that file's "
+                                      f"({_time_range(reference)}), so it is not merged with it")
+
+
+def _trace_span(trace: TraceTables) -> tuple[float, float] | None:
+    """The first and last µs of the trace's host events, device tasks and Overlap Analysis lanes (None without any)."""
+    frames = [frame for frame in (trace.host, trace.device, trace.overlap) if not frame.empty]
+    if not frames:
+        return None
+    return (min(float(frame["ts"].min()) for frame in frames),
+            max(float((frame["ts"] + frame["dur"]).max()) for frame in frames))
+
+
+def _table_span(table: CsvTable, start: str, duration: str | None) -> tuple[float, float] | None:
+    """The first and last µs a table's rows record (None when it has no usable time)."""
+    starts = table.values(start)
+    if starts is None:
+        return None
+    starts = np.asarray(starts, dtype="float64")
+    ends = starts
+    lengths = table.values(duration) if duration is not None else None
+    if lengths is not None:
+        ends = starts + np.nan_to_num(np.asarray(lengths, dtype="float64"), nan=0.0)
+    known = ~np.isnan(starts)
+    if not known.any():
+        return None
+    return float(starts[known].min()), float(ends[known].max())
+
+
+def _time_range(span: tuple[float, float]) -> str:
+    """'2023-11-09 11:33:42.790 – 11:33:43.307 UTC' for a span in µs of Unix time (the date again when it changes)."""
+    first, last = (datetime.fromtimestamp(us / 1e6, tz=timezone.utc) for us in span)
+    end = last.strftime("%H:%M:%S.%f")[:-3] if last.date() == first.date() else last.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return f"{first.strftime('%Y-%m-%d %H:%M:%S.%f')[:-3]} – {end} UTC"
+
+
+# What a step table rebuilt from the trace's Overlap Analysis lanes is made of (its Provenance), in the text export
+# (trace_view.json) and in the DB export (its tables).
+LANE_STEPS = ("Overlap Analysis lanes (Computing, Communication, Communication(Not Overlapped), Free) summed per "
+              "ProfilerStep#N window; Preparing: the window's start to its first Computing or Communication")
+DB_LANE_STEPS = ("OVERLAP_ANALYSIS (COMPUTE, COMMUNICATION, COMM_NOT_OVERLAP_COMP, FREE) summed per ProfilerStep#N "
+                 "window of PYTORCH_API; Preparing: the window's start to its first COMPUTE or COMMUNICATION")
+
+
+def _steps_from_lanes(data: RankData, reader: Reader) -> None:
+    """Without a usable step table (step_trace_time.csv, the DB's StepTraceTime), the rank's step breakdown rebuilt from
+    the trace's Overlap Analysis lanes, as torch_npu writes step_trace_time.csv, with its provenance and a note."""
+    trace = data.trace
+    if trace is None or trace.overlap.empty:
+        return
+    frame = lane_steps(trace)
+    if frame.empty:
+        return
+    missing = reader.shown(data.file("step_trace")) + ("[StepTraceTime]" if data.export == "db" else "")
+    trace_file = data.file("trace")
+    data.step_trace = CsvTable.of_frame(trace_file, frame)
+    data.sources["step_trace"] = Provenance(trace_file, DB_LANE_STEPS if data.export == "db" else LANE_STEPS)
+    reader.coverage.warnings.append(f"{missing} is missing; the step breakdown of rank {data.rank} "
+                                    f"comes from the Overlap Analysis lanes of {reader.shown(trace_file)}")
+
+
+_LANES = {"Computing": "computing_us", "Communication(Not Overlapped)": "comm_not_overlapped_us",
+          "Communication": "communication_us", "Free": "free_us"}
+
+
+def lane_windows(trace: TraceTables) -> pd.DataFrame:
+    """The step windows the lanes are summed in (step, start, end): each ProfilerStep#N from its start to the later of
+    its end and the end of the device tasks launched inside it (the device runs behind the host), never past the next
+    step's start; empty without ProfilerStep events."""
+    markers = step_markers(trace.host) if not trace.host.empty else pd.DataFrame(columns=["step", "ts", "dur"])
+    if markers.empty:
+        return pd.DataFrame(columns=["step", "start", "end"])
+    starts = markers["ts"].to_numpy(float)
+    host_ends = starts + markers["dur"].to_numpy(float)
+    ends = host_ends.copy()
+    device, launches = trace.device, trace.launches
+    if not launches.empty and not device.empty:
+        task_end = (device["ts"] + device["dur"]).groupby(device["ts"]).max()
+        launched = pd.DataFrame({"ts": launches["launch_ts"].to_numpy(float),
+                                 "end": launches["device_ts"].map(task_end).to_numpy(float)}).dropna()
+        slot = np.searchsorted(starts, launched["ts"].to_numpy(), side="right") - 1
+        inside = (slot >= 0) & (launched["ts"].to_numpy() <= host_ends[np.clip(slot, 0, None)])
+        np.maximum.at(ends, slot[inside], launched["end"].to_numpy()[inside])
+    ends[:-1] = np.minimum(ends[:-1], starts[1:])
+    return pd.DataFrame({"step": markers["step"].astype(int).to_numpy(), "start": starts, "end": ends})
+
+
+def lane_steps(trace: TraceTables) -> pd.DataFrame:
+    """step_trace_time rows from the Overlap Analysis lanes, as torch_npu computes them: per step window
+    (``lane_windows``), each lane's events that start in it summed; Preparing from the window's start to its first
+    Computing or Communication event. One row (step empty) for the whole capture without ProfilerStep events."""
+    lanes = trace.overlap.loc[trace.overlap["lane"].isin(_LANES)]
+    windows = lane_windows(trace)
+    if windows.empty:
+        step = pd.Series(-1, index=lanes.index)
+        starts = {-1: float(trace.host["ts"].min()) if not trace.host.empty else float(lanes["ts"].min())}
+    else:
+        step = window_of(lanes, windows)
+        starts = dict(zip(windows["step"], windows["start"]))
+    kept = lanes.assign(step=step).dropna(subset=["step"])
+    if kept.empty:
+        return pd.DataFrame()
+    sums = kept.groupby(["step", "lane"], sort=True)["dur"].sum().unstack("lane", fill_value=0.0)
+    frame = sums.rename(columns=_LANES).reindex(columns=list(_LANES.values()), fill_value=0.0)
+    busy = kept.loc[kept["lane"].isin(("Computing", "Communication"))].groupby("step")["ts"].min()
+    first = busy.reindex(frame.index)
+    frame["preparing_us"] = [max(float(f) - starts[int(s)], 0.0) if f == f else 0.0 for s, f in zip(frame.index, first)]
+    frame["overlapped_us"] = (frame["communication_us"] - frame["comm_not_overlapped_us"]).clip(lower=0)
+    frame = frame.reset_index()
+    frame["step"] = frame["step"].map(lambda s: "" if s == -1 else str(int(s))).astype("str")
+    return frame
+
+
 def report_progress(shown: str, path: Path) -> None:
     """Tell the run's progress listener (``RunOptions.progress``, if any) which file is being read and how big it is;
     in a forked worker, the parent's listener (through fork_map)."""
@@ -276,6 +419,12 @@ class Reader:
     def was_skipped(self, path: Path) -> bool:
         shown = display_path(path, self.base)
         return any(s.file == shown for s in self.coverage.skipped)
+
+    def not_merged(self, path: Path, reason: str) -> None:
+        """A file read whole but left out (it belongs to another capture): skipped, with ``reason``, not read."""
+        shown = display_path(path, self.base)
+        self.coverage.read = [name for name in self.coverage.read if name != shown]
+        self.coverage.skip(shown, reason)
 
     def partly_read(self, path: Path, reason: str) -> None:
         self.coverage.partly_read.append(SkippedFile(file=display_path(path, self.base), reason=reason))
