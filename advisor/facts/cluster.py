@@ -230,6 +230,8 @@ class P2pActivity:
     per_group: dict[str, tuple[float, float]]  # communicator → (sends, receives) per step
     receive_wait_us: float  # per step, in receives and batchSendRecv
     elapse_us: float  # per step, every P2P op
+    fits_schedule: bool = True  # the counts fit a pipeline schedule (``schedule_fit``)
+    schedule_note: str = ""  # why they do or do not, in words
 
 
 def p2p_activity(ops: pd.DataFrame, steps: int) -> P2pActivity | None:
@@ -247,6 +249,7 @@ def p2p_activity(ops: pd.DataFrame, steps: int) -> P2pActivity | None:
                               float((rows["direction"] == "receive").sum()) / steps)
                  for group, rows in ops.groupby("group", sort=True, dropna=False)}
     waiting = ops["direction"] != "send"
+    fits, note = schedule_fit(ops)
     return P2pActivity(
         sends=float((ops["direction"] == "send").sum()) / steps,
         receives=float((ops["direction"] == "receive").sum()) / steps,
@@ -255,7 +258,34 @@ def p2p_activity(ops: pd.DataFrame, steps: int) -> P2pActivity | None:
         per_group=per_group,
         receive_wait_us=float(ops.loc[waiting, "wait_ms"].fillna(0.0).sum()) * 1000 / steps,
         elapse_us=float(ops["elapse_ms"].fillna(0.0).sum()) * 1000 / steps,
+        fits_schedule=fits,
+        schedule_note=note,
     )
+
+
+def schedule_fit(ops: pd.DataFrame) -> tuple[bool, str]:
+    """Whether one rank's P2P ops (with their ``direction``, ``group`` and ``step``) fit a pipeline schedule, and why in
+    words. In a training pipeline (1F1B, GPipe, interleaved) each micro-batch crosses every stage boundary forward
+    (activations) and back (gradients): in every step a stage sends to and receives from each P2P communicator as
+    often — or exchanges both in batchSendRecv, which does not say its direction. One send and no receive fits no
+    schedule (a forward-only pipeline, or P2P traffic that is no pipeline's): then neither the micro-batches nor the
+    bubble can be told from the ops."""
+    step = ops["step"].astype(object).where(ops["step"].notna(), "")
+    counts = ops.groupby([step, ops["group"].astype(object).where(ops["group"].notna(), "")], sort=True)[
+        "direction"].value_counts().unstack(fill_value=0)
+    for name in ("send", "receive", "both"):
+        if name not in counts:
+            counts[name] = 0
+    uneven = counts.loc[(counts["both"] == 0) & (counts["send"] != counts["receive"])]
+    if uneven.empty:
+        return True, ("in every step it sends to and receives from each P2P communicator as often (activations "
+                      "forward, gradients back), as a pipeline schedule does")
+    (at_step, group), row = next(iter(uneven.iterrows()))
+    where = f"step {at_step}" if at_step != "" else "the capture"
+    return False, (f"in {where} it sends {int(row['send'])} and receives {int(row['receive'])} P2P op(s) in communicator "
+                   f"{group}: a pipeline stage sends and receives as often with each neighbour (activations forward, "
+                   "gradients back), so these ops fit no pipeline schedule and its micro-batches and bubble cannot be "
+                   "told from them")
 
 
 def stage_position(activity: P2pActivity, before: int, after: int) -> str:
@@ -285,8 +315,11 @@ def stage_position(activity: P2pActivity, before: int, after: int) -> str:
 def micro_batches(activity: P2pActivity | None, position: str) -> float | None:
     """Micro-batches per step: sends or receives per step to one neighbour, the larger (each micro-batch crosses a
     stage boundary forward and, in training, back). A middle stage whose ops share one communicator counts both
-    neighbours' there. None without sends and receives (batchSendRecv alone) or where the position is unknown."""
-    if activity is None or position == "unknown" or not (activity.sends or activity.receives):
+    neighbours' there. None without sends and receives (batchSendRecv alone), where the position is unknown, or where
+    the ops fit no pipeline schedule (``schedule_fit``)."""
+    if activity is None or position == "unknown" or not activity.fits_schedule:
+        return None
+    if not (activity.sends or activity.receives):
         return None
     most = max(max(pair) for pair in activity.per_group.values())
     directional = [pair for pair in activity.per_group.values() if any(pair)]

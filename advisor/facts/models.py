@@ -739,14 +739,23 @@ class StageFact(Fact):
     sends_per_step: NonNegative = Field(description="hcom_send ops per step.")
     receives_per_step: NonNegative = Field(description="hcom_receive ops per step.")
     batched_per_step: NonNegative = Field(description="hcom_batchSendRecv ops per step (send and receive in one op).")
+    p2p_pattern: Literal["schedule", "inconsistent", "none"] = Field(
+        description="Whether the P2P ops fit a pipeline schedule: 'schedule' when in every step the stage sends to and "
+        "receives from each P2P communicator as often (activations forward, gradients back), or exchanges both in "
+        "batchSendRecv; 'inconsistent' when not (e.g. one send and no receive) — the schedule cannot be told, so "
+        "micro_batches, schedule_bubble_share and bubble_share_of_step are None; 'none' without P2P ops (a pipeline "
+        "group of the metadata, its bubble step_trace_time.csv's).")
+    schedule_note: str = Field(description="The same in words, for the explanations.")
     micro_batches: NonNegative | None = Field(
         None, description="Micro-batches per step: sends or receives per step to one neighbour (each micro-batch "
-        "crosses it forward and back); None with batchSendRecv alone, whose ops do not say their direction.")
+        "crosses it forward and back); None with batchSendRecv alone, whose ops do not say their direction, and "
+        "where the P2P ops fit no schedule.")
     bubble_us: Duration = Field(description="Time per step waiting in receives (Wait Time of hcom_receive and "
                                 "hcom_batchSendRecv; step_trace_time.csv Bubble without communication.json), µs.")
     bubble_from: Literal["communication.json", "step_trace_time.csv"] = Field(description="Where bubble_us comes from.")
     step_time_us: Duration | None = Field(None, description="The rank's mean step, µs.")
-    bubble_share_of_step: Ratio | None = Field(None, description="bubble_us / step_time_us.")
+    bubble_share_of_step: Ratio | None = Field(None, description="bubble_us / step_time_us; None where the P2P ops fit "
+                                               "no schedule (their receive waits are then no pipeline's bubble).")
     schedule_bubble_share: Ratio | None = Field(
         None, description="The share of a 1F1B step a stage idles, (p − 1) / (m + p − 1), with p = stages_at_least and "
         "m = micro_batches (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2021); None without micro_batches.")

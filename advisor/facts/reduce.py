@@ -402,7 +402,8 @@ def _own_place(cluster: ProfileScope, rank_facts: RankFacts, activity: P2pActivi
     """A rank's place from its own P2P ops and, where communication_matrix.json has them, its P2P links."""
     rank, profile = rank_facts.meta.rank, cluster.profile
     before, after, local = _p2p_neighbours(cluster, rank_facts, activity)
-    position = stage_position(activity, len(before), len(after))
+    # ops that fit no schedule do not place the rank in a pipeline: sending alone makes no first stage
+    position = stage_position(activity, len(before), len(after)) if activity.fits_schedule else "unknown"
     prev_rank = before[-1] if before and position in ("middle", "last") else None
     next_rank = after[0] if after and position in ("middle", "first") else None
     counts = (f"{activity.sends:g} send(s), {activity.receives:g} receive(s) and {activity.batched:g} batchSendRecv "
@@ -415,8 +416,15 @@ def _own_place(cluster: ProfileScope, rank_facts: RankFacts, activity: P2pActivi
             "evidence": f"its own P2P ops ({counts}){links}; no pipeline group recorded",
             "position": position, "stage": 0 if position == "first" else None, "stages": None,
             "stages_at_least": 3 if position == "middle" else 2, "prev_rank": prev_rank, "next_rank": next_rank,
-            "neighbours": neighbour_text(prev_rank, next_rank, local),
+            "neighbours": neighbour_text(prev_rank, next_rank, local) if position != "unknown" or not linked else
+            _peer_text(before + after, local),
             "micro_batches": micro_batches(activity, position)}, sources
+
+
+def _peer_text(peers: list[int], local: bool) -> str:
+    """The P2P peers of a rank whose place in a pipeline is not known, in words."""
+    word = "communicator-local rank" if local else "rank"
+    return f"P2P peer(s) {word} {', '.join(map(str, peers))} (their order in a pipeline not told)"
 
 
 def _p2p_neighbours(cluster: ProfileScope, rank_facts: RankFacts,
@@ -460,12 +468,18 @@ def _stage_fact(cluster: ProfileScope, rank_facts: RankFacts, activity: P2pActiv
         bubble, bubble_from = (breakdown.bubble_us or 0.0) if breakdown is not None else 0.0, "step_trace_time.csv"
     step = breakdown.step_time_us if breakdown is not None else None
     counts = (activity.sends, activity.receives, activity.batched) if activity is not None else (0.0, 0.0, 0.0)
+    if activity is None:
+        pattern, note = "none", "no P2P op recorded: the pipeline comes from the metadata, its bubble from Bubble"
+    else:
+        pattern, note = ("schedule" if activity.fits_schedule else "inconsistent"), activity.schedule_note
+    told = pattern != "inconsistent"  # a receive that fits no schedule waits for no pipeline's bubble
     return StageFact(
         id=f"stage:r{rank_facts.meta.rank}", rank=rank_facts.meta.rank,
         sources=sorted(set(sources) | set(breakdown.sources if breakdown is not None else [])), **place,
         sends_per_step=counts[0], receives_per_step=counts[1], batched_per_step=counts[2],
+        p2p_pattern=pattern, schedule_note=note,
         bubble_us=bubble, bubble_from=bubble_from, step_time_us=step,
-        bubble_share_of_step=min(bubble / step, 1.0) if step else None,
+        bubble_share_of_step=min(bubble / step, 1.0) if step and told else None,
         schedule_bubble_share=schedule_bubble(place["stages_at_least"], place["micro_batches"]),
     )
 

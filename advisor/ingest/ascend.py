@@ -308,7 +308,7 @@ def _table_span(table: CsvTable, start: str, duration: str | None) -> tuple[floa
 def _time_range(span: tuple[float, float]) -> str:
     """'2023-11-09 11:33:42.790 – 11:33:43.307 UTC' for a span in µs of Unix time (the date again when it changes)."""
     first, last = (datetime.fromtimestamp(us / 1e6, tz=timezone.utc) for us in span)
-    end = last.strftime("%H:%M:%S.%f")[:-3] if last.date() == first.date() else last.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    end = last.strftime("%H:%M:%S.%f" if last.date() == first.date() else "%Y-%m-%d %H:%M:%S.%f")[:-3]
     return f"{first.strftime('%Y-%m-%d %H:%M:%S.%f')[:-3]} – {end} UTC"
 
 
