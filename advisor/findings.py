@@ -56,6 +56,7 @@ HIGH_SHARE = 0.05
 MEDIUM_SHARE = 0.01
 TOP_OPERATORS = 10
 ASSUMED_WEIGHT = 0.5  # an assumed gain ranks above a measured one only when it is more than twice as large
+MEASURABLE_US = 0.05  # a gain below this is none: shown as such, not as "0.0 µs"
 HOST_IDLE_BUCKETS = ("idle/dispatch", "idle/host", "idle/optimizer", "idle/zero_grad")  # host loops the profiler slows
 INSTRUMENTATION = ("with_stack", "record_shapes")  # capture settings that add host time to every operator
 PARTIAL_TABLE = 0.8  # below this operator-table coverage an operator finding says how much of the compute it sees
@@ -73,8 +74,6 @@ TYPICAL_STEP_NOTE = Text(
     en="These figures are per typical step — the mean of {steps} steps, {step:,.0f} µs, without the outlier steps "
        "{outliers} — so the shares are of that step, not of the mean step in the verdict.",
     zh="以上数据按典型迭代计算——即不含离群迭代 {outliers} 的 {steps} 个迭代的平均值（{step:,.0f} µs），因此占比是相对该迭代而非判定中的平均迭代。")
-ZERO_GAIN = Text(en="its rule measured no time to recover (its gain is 0 µs per step on every rank it fired on)",
-                 zh="其规则未测得可回收的时间（在其触发的每个 rank 上收益均为每迭代 0 µs）")
 CONTRADICTED = Text(en="{entry} presupposes that {requirement}; the profile contradicts it ({detail})",
                     zh="{entry} 的前提是{requirement}；性能数据与之矛盾（{detail}）")
 WARMUP_NOTE = Text(
@@ -139,8 +138,11 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
     for (rule_id, key), members in groups.items():
         rule = book.rules[rule_id]
         ranks = sorted({m.rank for m in members if m.rank is not None})
-        gain = mean_over_ranks(members)
         claims = [m.claim for m in members if m.claim is not None]
+        shares = sorted({s for m in members for s in m.shares_with} - {_label(rule_id, key)})
+        gain = mean_over_ranks(members)
+        if gain is not None and gain < MEASURABLE_US and not shares:  # nothing of it in this profile's step
+            gain = None
         base = fmean(step_time[r] for r in ranks if r in step_time) if any(r in step_time for r in ranks) else step_time.get(None)
         ratio = min(gain / base, 1.0) if gain is not None and base else None
         basis = rule.spec.then.gain_basis if gain is not None else None
@@ -178,7 +180,7 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 operator_table_coverage=coverage[0] if coverage is not None else None,
                 measured_in_warmup=warmup,
                 claimed_gain_us=fmean(claims) if claims else None,
-                shares_time_with=sorted({s for m in members for s in m.shares_with} - {_label(rule_id, key)}),
+                shares_time_with=shares,
                 prescriptions=[prescription(e, lang, known, by_family, ranks)
                                for e in applicable([book.knowledge[k] for k in rule.spec.then.recommend], known)
                                if not _contradicted(e.presupposes, by_family, ranks)],
@@ -222,8 +224,7 @@ def contradicted_prescriptions(firing: Firing, by_family: dict[str, list[Fact]],
 
 def withheld_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lang: Lang) -> list[WithheldFinding]:
     """The findings left out: one per rule and key whose firings the facts contradict every prescription of (CUDA-graph
-    advice on a trace that replays graphs), or whose measured gain is 0 on every rank (nothing to recover) — with the
-    ranks, what it would have claimed and why."""
+    advice on a trace that replays graphs) — with the ranks, what it would have claimed and why."""
     withheld = []
     for (rule_id, key), (members, because) in _withheld(firings, facts_by_family(facts), book, lang).items():
         rule = book.rules[rule_id]
@@ -236,8 +237,7 @@ def withheld_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, 
 
 def _withheld(firings: list[Firing], by_family: dict[str, list[Fact]], book: RuleBook, lang: Lang
               ) -> dict[tuple[str, str | None], tuple[list[Firing], list[str]]]:
-    """(rule, key) → the firings left out and why: each firing whose every prescription is contradicted, and every
-    firing of a (rule, key) that measured no time on any rank."""
+    """(rule, key) → the firings left out and why: each firing whose every prescription is contradicted."""
     found: dict[tuple[str, str | None], tuple[list[Firing], list[str]]] = {}
     by_group: dict[tuple[str, str | None], list[Firing]] = defaultdict(list)
     for firing in firings:
@@ -245,11 +245,6 @@ def _withheld(firings: list[Firing], by_family: dict[str, list[Fact]], book: Rul
         if rule.spec.then.recommend:
             by_group[(firing.rule_id, rule.exprs.key.render(resolver(firing.values())) if rule.exprs.key else None)].append(firing)
     for group, members in by_group.items():
-        rule = book.rules[group[0]]
-        claims = [_claim(rule, firing) for firing in members]
-        if rule.spec.then.gain_basis == "measured" and claims and all(c == 0.0 for c in claims):
-            found[group] = (members, [ZERO_GAIN.get(lang)])
-            continue
         contradicted = [(firing, checks) for firing in members
                         for checks, every in [contradicted_prescriptions(firing, by_family, book)] if every]
         if contradicted:

@@ -317,10 +317,14 @@ def _trace_view(spec: RankSpec) -> list[dict]:
         device_task(kernel)
     for step in sorted({k.step for k in spec.kernels if k.step is not None}):
         start = BASE_US + step * STEP_SPACING_US
-        complete(python, 1, f"ProfilerStep#{step}", start - 2000.0, STEP_SPACING_US - 1000.0, "cpu_op")
-        complete(python, 1, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", start - 1900.0,
+        row = next((r for r in spec.steps if r.step == step), None)
+        # the ProfilerStep starts the row's Preparing before the step's first device task (2 ms by default): the
+        # host fetches the batch and does the injected host work in that stretch, as the real capture does
+        before = row.preparing if row is not None else 2000.0
+        complete(python, 1, f"ProfilerStep#{step}", start - before, STEP_SPACING_US - 1000.0, "cpu_op")
+        complete(python, 1, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", start - before * 0.95,
                  spec.dataloader_us, "cpu_op")
-        cursor = start - 1000.0
+        cursor = start - before / 2
         for _ in range(spec.compiles_per_step):  # a compilation (opCompile) inside each call, as CANN records it
             complete(cann, 2, "AscendCL@aclopCompileAndExecute", cursor, 400.0)
             complete(cann, 2, "AscendCL@opCompile", cursor + 3.0, 350.0)
@@ -336,11 +340,11 @@ def _trace_view(spec: RankSpec) -> list[dict]:
             complete(python, 1, "Optimizer.step#AdamW.step", cursor, spec.optimizer_us, "cpu_op")
         for kernel in (k for k in spec.kernels if k.step == step):
             device_task(kernel)
-        row = next((r for r in spec.steps if r.step == step), None)
         if row is not None:  # the lanes carry the same totals as the step's step_trace_time row; the device is
             # free while the host fetches the batch and does the rest of the injected host work
             lanes = (("Computing", row.computing, start), ("Communication", row.comm_not_overlapped + row.overlapped, start + 10.0),
-                     ("Communication(Not Overlapped)", row.comm_not_overlapped, start + 20.0), ("Free", row.free, start - 1900.0))
+                     ("Communication(Not Overlapped)", row.comm_not_overlapped, start + 20.0),
+                     ("Free", row.free, start - before * 0.95))
             for lane, (name, dur, ts) in enumerate(lanes):
                 complete(overlap, lane, name, ts, dur)
     return events

@@ -113,9 +113,9 @@ def test_seed_003_data_loader_stall(tmp_path):
 
 def test_seed_003_reserved_memory_reorganisations(tmp_path):
     spec = RankSpec(steps=_steps(4000.0, 100.0, 100.0), kernels=EVEN, reserved_drops_per_step=2, **QUIET_HOST)
-    first = _diagnose(tmp_path, spec).findings[0]
-    assert first.id == "memory.allocator_reorganisation"
-    assert first.prescriptions[0].env == {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
+    # the drops cost this quiet job no measured idle time: named, with the seed's fix, but not ranked on a gain
+    (finding,) = [f for f in _diagnose(tmp_path, spec).findings if f.id == "memory.allocator_reorganisation"]
+    assert finding.prescriptions[0].env == {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
 
 
 def test_seed_003_hccs_below_nominal(tmp_path):

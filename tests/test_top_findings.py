@@ -36,15 +36,20 @@ def test_the_real_two_rank_capture():
     ranks outside the capture (96 ms of a 153 ms step, measured). Each step starts with 18–20 ms of Preparing before
     the first device task: the DataLoader (3.5 ms), then a `.to()` of the batch whose stream synchronisation (inside
     aten::_to_copy) leaves the device idle ~10 ms — a blocking copy, measured. Next the device idles ~25 ms waiting for
-    launches (57 % of the kernels are shorter than their launch; an upper bound, measured with with_stack on, so at
-    most medium). The 19 aclopCompileAndExecute calls take 14 ms of host time, but their opCompile spans only 373 µs
-    (the binaries are cached): no online-compilation finding. The .item() reads block the host 92 ms, but inside the
-    collective's wait — they cost the device only ~1.6 ms and rank below."""
+    work launched after it drained, but 191 launches at their measured 21 µs explain only ~4 ms (graph mode's share,
+    host.many_small_kernels): the rest is host work — 3 ms of it in AscendCL@aclopCompileAndExecute, the legacy aclop
+    path, whose fix (jit_compile=False) leads host.host_work's prescription; an upper bound, measured with with_stack
+    on, so at most medium. The 19 aclopCompileAndExecute calls' opCompile spans only 373 µs (the binaries are cached):
+    no online-compilation finding. The .item() reads block the host 92 ms, but inside the collective's wait: when they
+    return the device is still busy with it, so they leave it no idle time of their own — named, with none measured."""
     report = diagnose(REAL)
-    assert _top(report, 3) == ["cluster.straggler_outside_capture", "io.blocking_copies", "host.many_small_kernels"]
+    assert _top(report, 3) == ["cluster.straggler_outside_capture", "io.blocking_copies", "host.host_work"]
     assert [f.gain_basis for f in report.findings[:3]] == ["measured"] * 3
     assert 9_000 < report.findings[1].estimated_gain_us < 12_000 and report.findings[1].severity == "high"
     assert report.findings[2].instrumented_by == ["with_stack", "record_shapes"] and report.findings[2].severity == "medium"
+    assert report.findings[2].prescriptions[0].actions[0].startswith("The legacy aclop path")
+    (small,) = [f for f in report.findings if f.id == "host.many_small_kernels"]
+    assert 3_800 < small.estimated_gain_us < 4_400
     assert "host.online_compilation" not in {f.id for f in report.findings}
     # the HCCL Notify_Wait tasks of both ranks wait for local rank 5 of the communicator (dst rank 5)
     waits = {f["rank"]: f for f in report.facts if f["type"] == "communication" and f["kind"] == "collective"}
@@ -56,7 +61,7 @@ def test_the_real_two_rank_capture():
     (host,) = [f for f in report.facts if f["type"] == "host" and f["rank"] == 0]
     assert host["compile_calls_per_step"] == 19 and host["compile_us_per_step"] == pytest.approx(372.94)
     (item,) = [f for f in report.findings if f.id == "host.item_reads"]
-    assert item.gain_basis == "measured" and 1_000 < item.estimated_gain_us < 2_000
+    assert item.estimated_gain_us is None and item.claimed_gain_us == 0.0 and item.severity == "low"
     _gains_fit(report)
 
 

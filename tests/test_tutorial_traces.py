@@ -26,13 +26,23 @@ def reports():
     return {name: diagnose(TUTORIAL / name) for name in PROFILER_STEP_MEAN_US}
 
 
+# ProfilerStep#5 of num_workers=4 found the GPU still running step 4's kernels (the schedule's warm-up, not recorded):
+# its first copy started 36.4 ms after it was issued, with nothing recorded on the GPU before it. tb-profiler counts
+# that backlog, and the host's preparation it overlapped, as step 5's; advisor starts the step where its own GPU work
+# began, 44.9 ms later — so its mean step is shorter than tb-profiler's by 44.9 / 6 ms.
+BACKLOG_US = {"num_workers_0": 0.0, "num_workers_4": 44_930.0}
+
+
 @pytest.mark.parametrize("name", sorted(PROFILER_STEP_MEAN_US))
 def test_the_step_is_the_wall_clock_profiler_step(reports, name):
     summary = reports[name].summary
     # the ProfilerStep extended to the end of the GPU work it launched: within 5 % of the ProfilerSteps' mean, and
-    # the same windows as tb-profiler's step (to the µs: both end a step where its last launched kernel ends)
+    # the same windows as tb-profiler's step (to the µs: both end a step where its last launched kernel ends), less
+    # the backlog of work launched before the capture that the first step found on the GPU
     assert summary.step_time_us == pytest.approx(PROFILER_STEP_MEAN_US[name], rel=0.05)
-    assert summary.step_time_us == pytest.approx(TB_PROFILER[name]["step_us"], abs=1.0)
+    assert summary.step_time_us == pytest.approx(TB_PROFILER[name]["step_us"] - BACKLOG_US[name] / 6, abs=20.0)
+    assert any("ProfilerStep 5: the GPU was still running work launched before the capture for 36.4 ms" in w
+               for w in reports[name].coverage.warnings) == bool(BACKLOG_US[name])
     tb_free = 1 - TB_PROFILER[name]["kernel_us"] / TB_PROFILER[name]["step_us"]
     assert abs(summary.free_ratio - tb_free) <= 0.05
 
@@ -53,38 +63,27 @@ def test_with_workers_the_gpu_waits_for_launches_not_data(reports):
     report = reports["num_workers_4"]
     assert not [f for f in report.findings if (f.charged_to or "").startswith("idle/dataloader") and f.severity != "low"]
     by_id = {f.id: f for f in report.findings}
-    # tb-profiler: Runtime + CPU Exec + Other = 37.5 ms per step with the GPU idle; advisor splits it. Steps 5 and 9
-    # (182 and 163 ms against a median of 127 ms) are outliers: their excess is a finding of its own, ranked first
-    # as measured time, and the idle parts are those of the four typical steps — the host blocked in
-    # cudaMemcpyAsync from pageable memory 3 ms a step (not the 9.4 ms mean that step 5's 40 ms stall would make
-    # it), SGD.zero_grad's per-parameter memsets 6.5 ms (their host loop: 6.2 ms per ProfilerStep in the trace),
-    # Optimizer.step's loop 0.6 ms; the rest is launch gaps, an upper bound under with_stack
-    first = report.findings[0]
-    assert first.id == "host.outlier_steps" and first.gain_basis == "measured"
+    # tb-profiler: Runtime + CPU Exec + Other = 37.5 ms per step with the GPU idle; advisor splits it. The FP32 math on
+    # CUDA cores (V100) comes first, assumed; then the typical steps' idle parts: launch gaps (an upper bound under
+    # with_stack), SGD.zero_grad's per-parameter memsets 6.4 ms (their host loop: 6.2 ms per ProfilerStep in the
+    # trace), the host blocked in cudaMemcpyAsync from pageable memory ~3 ms, Optimizer.step's loop 0.6 ms
+    assert [f.id for f in report.findings[:3]] == ["gpu.cuda_core_gemm", "gpu.launch_bound", "optimizer.zero_grad_kernels"]
     copies = by_id["gpu.pageable_copies"]
     assert copies.gain_basis == "measured" and 2_500 <= copies.estimated_gain_us <= 3_500
-    assert 10_000 <= by_id["gpu.launch_bound"].estimated_gain_us <= 16_000
+    assert 10_000 <= by_id["gpu.launch_bound"].estimated_gain_us <= 17_000
     zero_grad = by_id["optimizer.zero_grad_kernels"]
     assert zero_grad.gain_basis == "measured" and zero_grad.estimated_gain_us == pytest.approx(6_510, rel=0.05)
     assert zero_grad.charged_to == "idle/zero_grad" and zero_grad.instrumented_by == ["with_stack", "record_shapes"]
     optimizer = by_id["gpu.unfused_optimizer"]
     assert optimizer.gain_basis == "measured" and optimizer.estimated_gain_us == pytest.approx(589, rel=0.05)
-    # the ProfilerSteps of 182 and 163 ms against a median of 127 ms: named, with what stalled the slowest
+    # step 9 (163 ms against a median of 127 ms) is slower, but by more of the typical steps' own cause — launch gaps —
+    # so it is no finding of its own (step 5's 40 ms stall was the backlog of step 4, which the step no longer holds)
     (idle,) = [f for f in report.facts if f["type"] == "idle"]
-    assert idle["outlier_steps"] == "5, 9" and idle["slowest_step"] == 5 and idle["slowest_idle_part"] == "copy"
-    assert idle["slowest_idle_part_us"] == pytest.approx(40_000, rel=0.05)
+    assert idle["outlier_steps"] == "9" and idle["slowest_idle_part"] == idle["largest_part"] == "dispatch"
+    assert idle["outlier_cause_differs"] is False and "host.outlier_steps" not in by_id
     assert idle["step_median_us"] == pytest.approx(126_700, rel=0.01)
-    outliers = by_id["host.outlier_steps"]
-    assert "steps 5, 9" in outliers.explanation and outliers.claimed_gain_us == pytest.approx(idle["outlier_excess_us"])
-    # the excess adds to the mean step (141.1 ms), so its share is of that step, as the finding's gain share is; the
-    # explanation says the other findings' figures are per typical step (the 4 others, 125.2 ms)
-    assert idle["outlier_excess_share_of_step"] == pytest.approx(idle["outlier_excess_us"] / report.summary.step_time_us)
-    assert outliers.estimated_gain_ratio == pytest.approx(idle["outlier_excess_share_of_step"], rel=0.01)
-    assert "per typical step: the mean of the 4 steps without these (125,160 µs)" in outliers.explanation
-    # the slowest step is the capture's first: the explanation says so, since a stall there alone can be warm-up
-    assert idle["first_step"] == 5 and "the capture begins at step 5" in outliers.explanation
-    # the typical steps' parts and the outliers' excess are different time: the gains add up without sharing any
-    assert outliers.estimated_gain_us == outliers.claimed_gain_us and not outliers.shares_time_with
+    # the idle findings say their figures are of the typical step, not the verdict's mean step
+    assert "per typical step — the mean of 5 steps" in by_id["gpu.launch_bound"].explanation
     idle_gains = sum(f.estimated_gain_us for f in report.findings if (f.charged_to or "").startswith("idle"))
     assert idle_gains <= report.summary.per_rank[0].free_us
     assert sum(f.estimated_gain_us or 0.0 for f in report.findings) <= report.summary.step_time_us
@@ -103,16 +102,15 @@ def test_comparing_the_pair_says_the_fix_delivered():
     assert "gpu.slow_dataloader" in resolved
     check = result.gain_check
     assert check is not None and check.resolved == 1
-    # 36.5 ms saved of the 59.3 ms estimate on the mean step: two stalled steps (5 and 9, new on TARGET) and longer
-    # launch waits (the workers share the host's CPU) took back the rest; the median step is 50.8 ms shorter
-    assert 0.5 <= check.delivered_ratio <= 0.7
-    assert [(c.title, c.new) for c in check.came_back] == [
-        ("A few steps are much slower than the others", True), ("The GPU waits for kernel launches", False)]
-    assert check.grown_title == "A few steps are much slower than the others"
-    assert 14_000 <= check.came_back[0].grown_us <= 17_000
+    # 44.0 ms saved of the 59.3 ms estimate on the mean step: longer launch waits (the workers share the host's CPU)
+    # took back 5.9 ms, and step 9 stalls on launches too; the median step is 50.8 ms shorter
+    assert 0.65 <= check.delivered_ratio <= 0.8
+    assert [(c.title, c.new) for c in check.came_back] == [("The GPU waits for kernel launches", False)]
+    assert check.grown_title == "The GPU waits for kernel launches"
+    assert 5_000 <= check.came_back[0].grown_us <= 7_000
     assert 48_000 <= check.median_step_reduction_us <= 53_000 and 0.8 <= check.median_delivered_ratio <= 0.9
     sentence = gain_check_sentence(result, labels("en"))
-    assert "new on TARGET" in sentence and "On the median step" in sentence
+    assert "On the median step" in sentence
     assert "shorter" in result.headline and "The training loop waits for data" in result.headline
     # cuDNN picked other convolution algorithms (one splitK kernel launched 12 times instead of once): the kernel is
     # 3.6 ms slower but convolution as a whole only 0.4 ms, so no operator regression is headlined

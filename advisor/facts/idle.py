@@ -5,8 +5,10 @@ split, in this order, into the parts of ``IdleFact``:
 
 1. the host inside a DataLoader call, compiling an operator online, freeing or allocating device memory, in a
    garbage collection, in the optimizer's step or in its zero_grad (the host events' own spans);
-2. ``sync``: from a synchronisation call's start until the device next starts work — after the host waited for
-   the device, the device waits for the host to queue new work;
+2. ``sync``: after a synchronisation that blocked, from when the device ran out of the work it waited for until it
+   next starts work — the host waited for the device, then the device waits for the host to queue new work (gaps
+   between kernels it was still draining meanwhile are not the sync's, nor idle after a sync that had nothing to
+   wait for);
 3. ``copy``: a memory copy runs, but nothing else, or the host is inside a memory-copy call (a copy from pageable
    host memory blocks the host until it is staged, so nothing new is launched meanwhile);
 4. ``dispatch``: what is left of a gap whose next task was launched only after the gap began (the host could not
@@ -25,13 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from advisor.facts.gpu import copy_kinds, draining_copy_calls
+from advisor.facts.gpu import DRAIN_WAIT_US, copy_kinds, draining_copy_calls
 from advisor.facts.host import OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, matching, sync_calls
 from advisor.facts.models import Fact, IdleFact
 from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, file_source
 from advisor.facts.windows import inside
-from advisor.ingest.kinetosteps import first_start, launch_times, step_windows
+from advisor.ingest.kinetosteps import first_start, launch_times, per_window, step_windows
 from advisor.ingest.warmup import warmup_by_step
 from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
 
@@ -48,15 +50,25 @@ def spans(frame: pd.DataFrame) -> np.ndarray:
     return union(np.column_stack([frame["ts"].to_numpy(float), (frame["ts"] + frame["dur"]).to_numpy(float)]))
 
 
-def until_next_busy(calls: np.ndarray, busy: np.ndarray) -> np.ndarray:
-    """Each call extended from its start to the next start of device work after the call ends."""
-    if not len(calls):
+def after_syncs(calls: pd.DataFrame, busy: np.ndarray) -> np.ndarray:
+    """The idle each synchronisation that blocked (DRAIN_WAIT_US or longer) leaves: from when the device ran out of the
+    work it waited for — the end of the last device work that started before the call returned, or the call's start —
+    to the next start of device work after it. Gaps between kernels the device was still draining while the host
+    waited are not the sync's (the host was not what they waited for), nor is idle after a sync that found nothing
+    to wait for."""
+    blocking = calls.loc[calls["dur"] >= DRAIN_WAIT_US]
+    if blocking.empty:
         return EMPTY
-    starts = busy[:, 0] if len(busy) else np.array([])
-    at = np.searchsorted(starts, calls[:, 1], side="left")
-    ends = np.where(at < len(starts), starts[np.minimum(at, max(len(starts) - 1, 0))] if len(starts) else calls[:, 1],
-                    calls[:, 1])
-    return union(np.column_stack([calls[:, 0], np.maximum(ends, calls[:, 1])]))
+    starts, ends = blocking["ts"].to_numpy(float), (blocking["ts"] + blocking["dur"]).to_numpy(float)
+    busy_starts = busy[:, 0] if len(busy) else np.array([])
+    busy_ends = np.maximum.accumulate(busy[:, 1]) if len(busy) else np.array([])
+    before = np.searchsorted(busy_starts, ends, side="left") - 1  # the last device work that started before the return
+    drained = np.where(before >= 0, busy_ends[np.clip(before, 0, None)] if len(busy) else starts, starts)
+    begin = np.maximum(starts, np.minimum(drained, ends))
+    after = np.searchsorted(busy_starts, ends, side="left")  # the next device work that starts after the return
+    resume = np.where(after < len(busy_starts), busy_starts[np.minimum(after, max(len(busy_starts) - 1, 0))]
+                      if len(busy_starts) else ends, ends)
+    return union(np.column_stack([begin, np.maximum(resume, begin)]))
 
 
 @dataclass
@@ -73,15 +85,16 @@ class IdleSplit:
 def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarray], syncs: np.ndarray,
                    copies: np.ndarray, tasks: pd.DataFrame, item_syncs: np.ndarray = EMPTY,
                    copy_syncs: np.ndarray = EMPTY, pageable: np.ndarray = EMPTY,
-                   operators: np.ndarray = EMPTY) -> IdleSplit:
+                   activity: dict[str, np.ndarray] | None = None) -> IdleSplit:
     """``idle`` (disjoint, sorted) split into the parts of ``PARTS``, with the sub-parts: ``item_sync`` / ``copy_sync``,
     the parts of ``sync`` that follow the synchronisations made by ``.item()`` reads and by blocking copies between
     host and device (``item_syncs``, ``copy_syncs``: disjoint subsets of ``syncs``); ``pageable_copy``, the part of
-    ``copy`` under copies from or to pageable memory and the host's calls for them (``pageable``); and
-    ``dispatch_in_operators``, the part of ``dispatch`` the host spends inside framework operators (``operators``).
+    ``copy`` under copies from or to pageable memory and the host's calls for them (``pageable``); and for each host
+    activity of ``activity`` (name → its spans: launch calls, framework operators…), ``dispatch_in_<name>``, the part
+    of ``dispatch`` the host spends in it, with ``dispatch_in_any``, in any of them.
 
     ``busy``: the device's compute and communication; ``host``: the host spans of each of ``HOST_PARTS``;
-    ``syncs``: synchronisation calls; ``copies``: memory copies on the device and the host's copy calls; ``tasks``: device task starts
+    ``syncs``, ``item_syncs``, ``copy_syncs``: the idle synchronisations leave (``after_syncs``); ``copies``: memory copies on the device and the host's copy calls; ``tasks``: device task starts
     (``device_ts``) with the start of the call that launched them (``launch_ts``, NaN when unknown).
     """
     parts = dict.fromkeys(PARTS, 0.0)
@@ -90,9 +103,8 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
         cause = host.get(part, EMPTY)
         parts[part] = length(intersect(left, cause))
         left = subtract(left, cause)
-    sub = {"item_sync": length(intersect(left, until_next_busy(item_syncs, busy))),
-           "copy_sync": length(intersect(left, until_next_busy(copy_syncs, busy)))}
-    synced = until_next_busy(syncs, busy)
+    sub = {"item_sync": length(intersect(left, item_syncs)), "copy_sync": length(intersect(left, copy_syncs))}
+    synced = syncs
     parts["sync"] = length(intersect(left, synced))
     left = subtract(left, synced)
     sub["pageable_copy"] = length(intersect(left, pageable))
@@ -100,7 +112,9 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
     left = subtract(left, copies)
     late, parts["host"] = _late_launches(left, tasks)
     parts["dispatch"] = length(late)
-    sub["dispatch_in_operators"] = length(intersect(late, operators))
+    activity = activity or {}
+    sub.update({f"dispatch_in_{name}": length(intersect(late, where)) for name, where in activity.items()})
+    sub["dispatch_in_any"] = length(intersect(late, union(np.concatenate([EMPTY, *activity.values()]))))
     return IdleSplit(parts, sub, late)
 
 
@@ -205,6 +219,9 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])
         tasks = trace.launches
         source = file_source(show, rank, "trace", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
+    working = per_window(busy, windows) > 0 if len(busy) else np.zeros(len(windows), dtype=bool)
+    if working.any():  # a step cut off before its device work (the capture's last, often) is no step
+        windows = windows.loc[working].reset_index(drop=True)
     if windows.empty:
         return []
     apis = trace.apis
@@ -219,12 +236,17 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
     operators = trace.host.loc[trace.host["name"].str.startswith("aten::")] if platform.records_every_operator else None
 
-    syncs, item_spans, copy_spans = spans(program_syncs), spans(item_syncs), spans(copy_syncs)
-    operator_spans = spans(operators) if operators is not None else EMPTY
+    syncs, item_spans, copy_spans = (after_syncs(calls, busy) for calls in (program_syncs, item_syncs, copy_syncs))
+    activity = {"launch_calls": spans(apis.loc[matching(apis["name"], names.launch)]),
+                "graph_launches": spans(apis.loc[matching(apis["name"], names.graph_launch)]),
+                "aclop": spans(apis.loc[matching(apis["name"], names.operator_execution)]),
+                **({"operators": spans(operators)} if operators is not None else {})}
 
     def split(idle: np.ndarray) -> IdleSplit:
-        return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans, pageable, operator_spans)
+        return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans, pageable, activity)
 
+    if _warm(windows, warmup).all():  # no steady step to tell them from: the warm-up steps are all there is
+        warmup = frozenset()
     typical = windows.loc[~outlier_mask(windows, warmup) & ~_warm(windows, warmup)]
     typical_idle = intersect(free, _window_set(typical)) if len(typical) < len(windows) else free
     found = split(typical_idle)
@@ -237,6 +259,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     share = (lambda value, whole: min(value / whole, 1.0) if whole > 0 else 0.0)
     spread = step_outliers(windows, free, lambda stretch: split(stretch).parts, warmup)
     if spread:  # the excess is part of the mean step over every window, not of the typical step
+        spread["outlier_cause_differs"] = (spread["slowest_idle_part"] != largest if spread["outlier_steps"] else None)
         mean_step = (breakdown.step_time_us if breakdown is not None and breakdown.step_time_us
                      else float((windows["end"] - windows["start"]).mean()))
         spread["outlier_excess_share_of_step"] = share(spread["outlier_excess_us"], mean_step)
@@ -245,9 +268,11 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     per_launch = platform.host_us_per_launch
     if per_launch is None:
         per_launch = float(launch_calls["dur"].mean()) if len(launch_calls) else 0.0
-    explained = min(per_step["dispatch"], launches * per_launch)
+    within = {name: value / count for name, value in found.sub.items() if name.startswith("dispatch_in_")}
+    per_kernel = per_step["dispatch"] / launches if launches else None
+    explained = min(per_step["dispatch"], max(launches * per_launch, within["dispatch_in_launch_calls"]))
     top, top_us = _top_operator(found.late, operators) if operators is not None else (None, None)
-    in_operators = found.sub["dispatch_in_operators"] / count if operators is not None else None
+    top_us = top_us / count if top_us is not None else None
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
         idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
@@ -255,12 +280,13 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
         dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=found.sub["item_sync"] / count,
         copy_sync_us=found.sub["copy_sync"] / count, pageable_copy_us=found.sub["pageable_copy"] / count,
-        launches_per_step=launches, launch_explained_us=explained,
+        launches_per_step=launches, launch_explained_us=explained, dispatch_per_launch_us=per_kernel,
         launch_explained_share=share(explained, per_step["dispatch"]) if per_step["dispatch"] > 0 else None,
-        dispatch_in_operators_us=in_operators, dispatch_top_operator=top,
-        dispatch_top_operator_us=top_us / count if top_us is not None else None,
-        dispatch_host_activity=_host_activity(per_step["dispatch"], in_operators, top,
-                                              top_us / count if top_us is not None else None),
+        dispatch_in_launch_calls_us=within["dispatch_in_launch_calls"],
+        dispatch_in_graph_launches_us=within["dispatch_in_graph_launches"], dispatch_in_aclop_us=within["dispatch_in_aclop"],
+        dispatch_in_operators_us=within.get("dispatch_in_operators"), dispatch_top_operator=top,
+        dispatch_top_operator_us=top_us,
+        dispatch_host_activity=_host_activity(per_step["dispatch"], within, top, top_us, operators is not None),
         **spread,
     )]
 
@@ -273,18 +299,32 @@ def _pageable_spans(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
     return union(np.concatenate([spans(pageable), spans(calls)]))
 
 
-def _host_activity(dispatch: float, in_operators: float | None, top: str | None, top_us: float | None) -> str | None:
-    """What the host does while the device waits for its launches, in words (None without dispatch idle)."""
+def _host_activity(dispatch: float, within: dict[str, float], top: str | None, top_us: float | None,
+                   every_operator: bool) -> str | None:
+    """What the host does while the device waits for its launches, in words (None without dispatch idle): time in
+    launch calls (graph launches among them), in the Ascend aclop path, in framework operators (the top one named), and
+    the rest — outside any recorded operator where the trace records them all, else unknown."""
     if dispatch <= 0:
         return None
-    if in_operators is None:
-        return ("the trace records too few host operators to tell what the host ran (read the host threads in the "
-                "idle stretches of the timeline)")
-    inside_text = f"inside framework operators {in_operators:,.0f} µs per step"
-    if top is not None and top_us:
-        inside_text += f" (most in {top}, {top_us:,.0f} µs)"
-    return (f"{inside_text}; outside any recorded operator {max(dispatch - in_operators, 0.0):,.0f} µs (Python code, "
-            "data preparation, or work the trace does not record)")
+    parts = []
+    if within["dispatch_in_launch_calls"] > 0:
+        graphs = within["dispatch_in_graph_launches"]
+        parts.append(f"inside launch calls {within['dispatch_in_launch_calls']:,.0f} µs per step"
+                     + (f" ({graphs:,.0f} µs of them graph launches)" if graphs > 0 else ""))
+    if within["dispatch_in_aclop"] > 0:
+        parts.append(f"inside AscendCL@aclopCompileAndExecute (the legacy aclop operator path) "
+                     f"{within['dispatch_in_aclop']:,.0f} µs")
+    if within.get("dispatch_in_operators"):
+        parts.append(f"inside framework operators {within['dispatch_in_operators']:,.0f} µs"
+                     + (f" (most in {top}, {top_us:,.0f} µs)" if top is not None and top_us else ""))
+    rest = max(dispatch - within["dispatch_in_any"], 0.0)
+    if every_operator:
+        parts.append(f"outside any recorded operator or call {rest:,.0f} µs (Python code, data preparation, or work "
+                     "the trace does not record)")
+    else:
+        parts.append(f"for the other {rest:,.0f} µs the trace records too few of the host's own operators to say "
+                     "(read the host threads in those stretches of the timeline)")
+    return "the host is " + "; ".join(parts) if parts[0].startswith("inside") else parts[0]
 
 
 def _top_operator(late: np.ndarray, operators: pd.DataFrame) -> tuple[str | None, float | None]:

@@ -552,7 +552,8 @@ class IdleFact(Fact):
     pageable_copy_us: Duration = Field(0.0, description="The part of copy_us under copies from or to pageable host memory and the host's calls that make them, µs per step: what pinned memory would take away.")
     dispatch_us: Duration = Field(description="Idle before a task launched only after the device had drained, µs per step.")
     launches_per_step: NonNegative = Field(0.0, description="Kernel launch calls per typical step (cudaLaunchKernel…, cudaGraphLaunch, Node@launch).")
-    launch_explained_us: Duration = Field(0.0, description="The part of dispatch_us that launching can explain, µs per step: at most launches_per_step × the host time one launch costs — on a GPU 50 µs, eager PyTorch's per-kernel host time at the high end (Python, dispatcher, launch call); on Ascend the launch call's measured time (the task queue launches on a thread of its own). What graph mode or fewer, larger kernels would take away.")
+    dispatch_per_launch_us: Duration | None = Field(None, description="dispatch_us / launches_per_step: the wait per launched kernel — eager dispatch costs 10–50 µs of host time per kernel; far more means other host work (None without launches).")
+    launch_explained_us: Duration = Field(0.0, description="The part of dispatch_us that launching can explain, µs per step: the larger of launches_per_step × the host time one launch costs — on a GPU 50 µs, eager PyTorch's per-kernel host time at the high end (Python, dispatcher, launch call); on Ascend the launch call's measured time (the task queue launches on a thread of its own) — and the time measured inside launch calls (dispatch_in_launch_calls_us). What graph mode or fewer, larger kernels would take away.")
     launch_explained_share: Ratio | None = Field(None, description="launch_explained_us / dispatch_us (None without dispatch idle): below ~0.5 the host is busy with other work than launching.")
     dispatch_in_operators_us: Duration | None = Field(None, description="The part of dispatch_us the host spends inside framework operators (aten:: ops), µs per step; None where the trace does not record every operator (Ascend).")
     dispatch_top_operator: str | None = Field(None, description="The framework operator the host is inside for most of the dispatch idle, e.g. aten::linear.")
@@ -565,6 +566,9 @@ class IdleFact(Fact):
     gc_share_of_step: Ratio = Field(description="gc_us / step_us.")
     optimizer_share_of_step: Ratio = Field(0.0, description="optimizer_us / step_us.")
     zero_grad_share_of_step: Ratio = Field(0.0, description="zero_grad_us / step_us.")
+    dispatch_in_launch_calls_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside launch calls (cudaLaunchKernel…, cudaGraphLaunch, Node@launch), µs per step.")
+    dispatch_in_graph_launches_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside graph launches (cudaGraphLaunch, aclmdlRIExecuteAsync): a replay's launch cost the device waits for, µs per step.")
+    dispatch_in_aclop_us: Duration = Field(0.0, description="Ascend: the part of dispatch_us the host spends inside AscendCL@aclopCompileAndExecute, the legacy aclop operator path (operator selection, compile-cache lookup and launch on the host; jit_compile=True), µs per step.")
     sync_share_of_step: Ratio = Field(description="sync_us / step_us.")
     copy_share_of_step: Ratio = Field(description="copy_us / step_us.")
     dispatch_share_of_step: Ratio = Field(description="dispatch_us / step_us.")
@@ -591,6 +595,7 @@ class IdleFact(Fact):
 class DataLoaderFact(Fact):
     """Time the training loop spends waiting for the next batch (trace_view.json DataLoader events)."""
 
+    outlier_cause_differs: bool | None = Field(None, description="Whether the slowest outlier step's largest idle part differs from the typical steps' (False: the outliers are more of the same cause, which the findings on that part address); None without outliers.")
     family: ClassVar[str] = "dataloader"
     source: ClassVar[str] = (
         "trace_view.json: outermost events whose name contains 'dataloader' (e.g. "

@@ -21,6 +21,7 @@ class RuntimeNames:
 
     compile: re.Pattern[str]
     graph_launch: re.Pattern[str]  # the replay of a captured graph (the step then runs as one launch, or a few)
+    operator_execution: re.Pattern[str]  # the runtime's own per-operator host path, when it records one
     compile_step: re.Pattern[str]  # the compilation itself inside a compile call, where the runtime records it
     sync: re.Pattern[str]
     launch: re.Pattern[str]
@@ -34,6 +35,7 @@ class RuntimeNames:
 ASCEND_RUNTIME = RuntimeNames(
     compile=re.compile(r"^AscendCL@aclopCompileAndExecute$"),
     graph_launch=re.compile(r"^AscendCL@aclmdl(RI)?Execute(Async)?$"),
+    operator_execution=re.compile(r"^AscendCL@aclopCompileAndExecute$"),  # the legacy aclop path
     compile_step=re.compile(r"^AscendCL@opCompile$"),  # aclopCompileAndExecute also runs the operator
     sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
     launch=re.compile(r"^Node@launch$"),
@@ -47,6 +49,7 @@ ASCEND_RUNTIME = RuntimeNames(
 GPU_RUNTIME = RuntimeNames(
     compile=re.compile(r"^(nvrtc|hiprtc)Compile"),
     graph_launch=re.compile(r"^(cuda|hip)GraphLaunch(_v\d+)?$"),
+    operator_execution=re.compile(r"(?!)"),  # CUDA has no such call
     compile_step=re.compile(r"^(nvrtc|hiprtc)Compile"),
     sync=re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$"),
     launch=KERNEL_LAUNCH,

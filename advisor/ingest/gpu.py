@@ -23,8 +23,8 @@ import pandas as pd
 
 from advisor.ingest.communication import TRAFFIC_COLUMNS
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
-from advisor.ingest.kinetosteps import (capture_lag, launch_steps, launch_times, step_breakdown, step_markers,
-                                       step_windows)
+from advisor.ingest.kinetosteps import (capture_backlog, launch_steps, launch_times, step_breakdown, step_markers,
+                                       step_source, step_windows)
 from advisor.ingest.model import CommunicationTables, CsvTable, Provenance, RankData
 from advisor.ingest.trace import TraceTables
 from advisor.ingest.warmup import warmup_by_step
@@ -54,11 +54,14 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
     breakdown = steady_steps(step_breakdown(trace.gpu, windows), warmup_by_step(trace, windows), warnings)
     if not breakdown.empty and not trace.gpu.empty:
         data.step_trace = CsvTable.of_frame(path, breakdown)
-        lag = capture_lag(trace.gpu, trace.runtime, trace.cpu)
-        if lag > 0:
+        cadence = cadence_note(trace, breakdown)
+        if cadence:
+            warnings.append(cadence)
+        backlog = capture_backlog(trace.gpu, trace.runtime, trace.cpu)
+        if backlog is not None:
             warnings.append(f"ProfilerStep {breakdown['step'].iloc[0]}: the GPU was still running work launched before "
-                            f"the capture for {lag / 1000:,.1f} ms when the step began; the step is measured from when "
-                            "the GPU could start its own work")
+                            f"the capture for {backlog.us / 1000:,.1f} ms when the step began; the step is measured from "
+                            "when the GPU started its own work")
         partial = partial_steps(trace, steps)
         if partial:
             warnings.append(f"ProfilerStep {', '.join(map(str, partial))}: some launches have no GPU activity in the "
@@ -72,6 +75,25 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
         data.memory_record = CsvTable.of_frame(path, memory)
     data.trace = trace_tables(trace)
     return data
+
+
+def cadence_note(trace: KinetoTrace, breakdown: pd.DataFrame) -> str | None:
+    """Why the steps differ from the ProfilerStep events' own mean by more than 2 %, when they do: each step lasts
+    until the GPU work it launched ends (as tb-profiler counts it), so steps of a GPU that runs behind the host are
+    longer than their markers, and steps without the capture's leading lag or warm-up steps can be shorter."""
+    markers = step_markers(trace.cpu)
+    if markers.empty or step_source(trace.cpu) != "ProfilerStep":
+        return None
+    host = float(markers["dur"].mean())
+    measured = float((breakdown["end_us"] - breakdown["start_us"]).mean())
+    if not host or abs(measured - host) <= 0.02 * host:
+        return None
+    why = ("the GPU runs behind the host, so each step lasts until the GPU work it launched ends, as tb-profiler's step "
+           "does" if measured > host else
+           "the steps leave out GPU work launched before the capture and warm-up steps, which the ProfilerStep events "
+           "hold")
+    return (f"ProfilerStep events last {host / 1000:,.1f} ms on average on the host; the steps last "
+            f"{measured / 1000:,.1f} ms on average: {why}")
 
 
 def steady_steps(breakdown: pd.DataFrame, warm: dict[int, list[str]], warnings: list[str]) -> pd.DataFrame:

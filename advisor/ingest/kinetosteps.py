@@ -10,6 +10,7 @@ optimizer's host work) is idle time of that step, as torch-tb-profiler counts it
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,7 @@ BREAKDOWN_COLUMNS = ["step", "start_us", "end_us", "computing_us", "communicatio
 
 
 LAUNCH_ALLOWANCE_US = 50.0  # a kernel may start this long after its launch on an idle device (launch latency)
+MIN_LAG_US = 1000.0  # a shorter wait for the first step's first GPU work is no backlog from before the capture
 
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
@@ -83,31 +85,46 @@ def outermost(events: pd.DataFrame) -> pd.DataFrame:
     return ordered.loc[ordered["ts"] >= (ordered["ts"] + ordered["dur"]).cummax().shift(fill_value=-np.inf)]
 
 
-def capture_lag(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> float:
-    """How long the device was still busy, when the first step began, with work launched before the capture (µs):
-    the first step's first GPU activity started later than its launch plus LAUNCH_ALLOWANCE_US with nothing recorded
-    on the device before it — the queue held work the trace does not show (the warm-up steps' kernels, when the host
-    runs ahead of the device). 0 when it started on time or the trace cannot tell."""
+@dataclass(frozen=True)
+class Backlog:
+    """Device work launched before the capture that the first step waited behind: how long (``us``), and where the
+    first step's own GPU work began (``own_start``)."""
+
+    us: float
+    own_start: float
+
+
+def capture_backlog(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> Backlog | None:
+    """The backlog the first step found on the device, or None: the first step's first GPU activity started at least
+    MIN_LAG_US (plus launch latency) after it was issued, with nothing recorded on the device before it — the queue held
+    work the trace does not show (the warm-up steps' kernels, when the host runs ahead of the device). Issued: a copy
+    call's start (a copy call blocks while the stream drains, so the wait shows inside it); a kernel launch call's
+    return (a launch that is slow itself, as on lazy module loading, is no backlog)."""
     markers = step_markers(cpu)
     if markers.empty or gpu.empty:
-        return 0.0
+        return None
     launched = gpu["correlation"].map(launch_times(runtime))
     first = markers.iloc[0]
     own = gpu.loc[(launched >= first["ts"]) & (launched <= first["ts"] + first["dur"])]
     if own.empty:
-        return 0.0
+        return None
     earliest = own.loc[own["ts"].idxmin()]
     if (gpu["ts"] < earliest["ts"]).any():  # recorded work ran before it: the wait is this capture's queueing
-        return 0.0
-    return max(float(earliest["ts"] - launched.loc[earliest.name]) - LAUNCH_ALLOWANCE_US, 0.0)
+        return None
+    calls = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")
+    call = calls.loc[earliest["correlation"]]
+    issued = float(call["ts"]) if earliest["kind"] == "memory" else float(call["ts"] + call["dur"])
+    waited = float(earliest["ts"]) - issued - LAUNCH_ALLOWANCE_US
+    return Backlog(waited, float(earliest["ts"])) if waited >= MIN_LAG_US else None
 
 
 def step_windows(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
     """The wall-clock window of each ProfilerStep#N: from max(the previous step's end, the ProfilerStep's start) to
     max(the ProfilerStep's end, the end of the last GPU activity launched inside it). The windows tile the steps'
     wall time and never overlap, so when the device runs behind the host the steps still add up to the span and
-    each step after the first takes the device's cadence. The first window starts later by ``capture_lag``: the time
-    the device spent on work launched before the capture is no step's. A trace without ProfilerStep markers is one
+    each step after the first takes the device's cadence. When the first step found a backlog on the device
+    (``capture_backlog``), its window starts where its own GPU work did: the device's time on work launched before the
+    capture is no step's, nor is the host's preparation it overlapped. A trace without ProfilerStep markers is one
     window (step None) from its first to its last host or GPU event. Columns: step (int or None), start, end (µs)."""
     markers = step_markers(cpu)
     if markers.empty:
@@ -118,7 +135,8 @@ def step_windows(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) ->
         return pd.DataFrame({"step": [None], "start": [float(every["ts"].min())],
                              "end": [float((every["ts"] + every["dur"]).max())]})
     launched_end = (gpu["ts"] + gpu["dur"]).groupby(launch_steps(gpu, runtime, cpu)).max()
-    rows, previous_end = [], float(markers["ts"].iloc[0]) + capture_lag(gpu, runtime, cpu)
+    backlog = capture_backlog(gpu, runtime, cpu)
+    rows, previous_end = [], backlog.own_start - LAUNCH_ALLOWANCE_US if backlog else -np.inf
     for step, ts, dur in zip(markers["step"], markers["ts"], markers["dur"]):
         start = max(previous_end, float(ts))
         end = max(float(ts + dur), float(launched_end.get(str(step), -np.inf)), start)

@@ -303,6 +303,8 @@ def fmt_value(value: object) -> str:
 
 def gain_text(finding, words: dict[str, str]) -> str:
     if finding.estimated_gain_us is None:
+        if finding.claimed_gain_us is not None:  # estimated, but the profile's step holds none of that time
+            return words["gain_none_measured"].format(bucket=finding.charged_to or "step")
         return words["gain_capture" if finding.category == "profiling" else "gain_unknown"]
     if finding.estimated_gain_us < 0.05 and finding.shares_time_with and finding.claimed_gain_us:
         return words["gain_all_shared"].format(claimed=fmt_us(finding.claimed_gain_us),
