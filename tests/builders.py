@@ -1032,3 +1032,33 @@ def _p2p_total(ops) -> dict:
     total["Wait Time Ratio"] = round(total["Wait Time(ms)"] / waited, 4) if waited else 0
     total["Synchronization Time Ratio"] = total["Wait Time Ratio"]
     return {"Communication Time Info": total, "Communication Bandwidth Info": {}}
+
+
+@dataclass
+class Span:
+    """A collective op on its communicator's op-level lane: where it starts in its step (µs after the step's first
+    device task), how long it runs, and its payload as its args give it."""
+
+    step: int
+    name: str
+    offset_us: float
+    duration_us: float
+    count: int = 4_000_000
+    data_type: str = "FP32"
+
+
+def add_collective_spans(rank_dir: Path, spans: list[Span], process: str = "HCCL") -> None:
+    """Append the communicator lane a Level0 capture keeps to a built rank's trace_view.json: the ``process`` (HCCL;
+    Communication in newer CANN) with its 'Group 0 Communication' thread and one X event per op, args as CANN writes
+    them (connection_id, model id, data_type, alg_type, count). Starts are BASE_US + step × 100 ms + offset."""
+    path = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    events = json.loads(path.read_text())
+    pid = (3096504 << 10) | (15 << 5)
+    events += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}},
+               {"ph": "M", "name": "thread_name", "pid": pid, "tid": 0, "args": {"name": "Group 0 Communication"}}]
+    for index, span in enumerate(spans):
+        start = BASE_US + span.step * STEP_SPACING_US + span.offset_us
+        events.append({"ph": "X", "name": span.name, "pid": pid, "tid": 0, "ts": f"{start:.3f}", "dur": span.duration_us,
+                       "args": {"connection_id": 500 + index, "model id": 4294967295, "data_type": span.data_type,
+                                "alg_type": "MESH-RING", "count": span.count}})
+    path.write_text(json.dumps(events))

@@ -9,12 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+import re
+
 from advisor.facts.models import Fact
 from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope
 from advisor.ingest.columns import Columns
-from advisor.facts.windows import inside
+from advisor.facts.windows import inside, window_of
 from advisor.ingest.gpu import nccl_collectives
+from advisor.ingest.groups import groups_by_hash
 
 # Ops moving less than this over a transport are "small" (msprof-analyze's packet check: SDMA 16 MB, RDMA 1 MB).
 SMALL_OP_MB = {"RDMA": 1.0}
@@ -352,7 +355,8 @@ def op_traffic(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
 
 def communication_tables(scope: RankScope) -> list[Fact]:
     """No facts of its own: the small tables the reduce computes the communication facts from — a GPU rank's NCCL
-    kernels, the HCCL Notify_Wait time per peer, the ops and their traffic, the matrix's links and communicators."""
+    kernels, the HCCL Notify_Wait time per peer, the ops and their traffic (without communication.json, the
+    collectives' spans on the trace's HCCL lane: ``span_ops``), the matrix's links and communicators."""
     rank, out = scope.rank, scope.out
     if rank.kineto is not None and rank.kernels is not None:
         out.nccl = nccl_collectives(rank.kineto, rank.kernels.frame["step"])
@@ -362,7 +366,121 @@ def communication_tables(scope: RankScope) -> list[Fact]:
     if traits(rank.platform).collectives_carry_traffic and rank.communication is not None:
         out.traffic = rank.communication.traffic_columns
         out.ops = transit_from_bandwidth(rank.communication.op_columns, out.traffic)
+    elif traits(rank.platform).collectives_carry_traffic and rank.trace is not None and not rank.trace.collectives.empty:
+        out.ops = span_ops(rank.trace.collectives, scope.host_windows, groups_by_hash(rank.metadata))
     if rank.matrix is not None and len(rank.matrix["step"]):
         out.matrix = rank.matrix
         out.matrix_groups = matrix_members(out.matrix)
     return []
+
+
+# --- the collectives' spans on the trace (a capture without communication.json: Level0) -----------------------------
+
+SPANS = "spans"  # the ``times_from`` of ops made of the trace's collective spans (ops of communication.json: None)
+_OP_NAME = re.compile(r"^hcom_([A-Za-z]+)__(\d+)_(\d+)_\d+$")  # type, last digits of the group hash, op index
+_P2P_TYPES = ("send", "receive", "batchsendrecv")
+# bytes per element of the HCCL data types a collective's args name
+DTYPE_BYTES = {"INT8": 1, "UINT8": 1, "HIF8": 1, "FP8E4M3": 1, "FP8E5M2": 1, "INT16": 2, "UINT16": 2, "FP16": 2,
+               "BFP16": 2, "BF16": 2, "INT32": 4, "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8}
+SPAN_END_TOLERANCE_US = 100.0  # profiled members leave a collective together: their ends this close (or 5 % of it)
+SPAN_WAIT_FACTOR = 2.0  # after every profiled member arrived, an op must last this many times its transfer bound
+
+
+def span_group(op_name: str, known: dict[str, object]) -> str | None:
+    """The communicator of a collective op named ``hcom_<type>__<digits>_<index>_<n>``: the hash of a group of
+    parallel_group_info (``known``, by hash) that is the only one ending in those digits, else '…<digits>'."""
+    match = _OP_NAME.match(op_name)
+    if match is None:
+        return None
+    digits = match.group(2)
+    candidates = [group for group in known if group.endswith(digits)]
+    return candidates[0] if len(candidates) == 1 else f"…{digits}"
+
+
+def span_ops(collectives: pd.DataFrame, windows: pd.DataFrame, known: dict[str, object]) -> Columns:
+    """A rank's collective ops from the spans of its trace's HCCL lane, in the columns of communication.json's ops:
+    step (the ProfilerStep window its start falls in; ops outside every window are left out), kind, op_name, group
+    (``span_group``), elapse_ms, start_us, the payload in MB (count × data type; NaN where the args do not say), and
+    ``times_from`` 'spans'. Transit, wait, synchronization and idle are NaN: the capture does not split them, and
+    ``span_times`` estimates them from every profiled rank's spans. P2P ops are left out (a pipeline's, not told here)."""
+    names = collectives["name"].astype(str)
+    types = names.str.extract(_OP_NAME, expand=False)[0].str.lower()
+    ops = collectives.loc[types.notna() & ~types.isin(_P2P_TYPES)]
+    step = window_of(ops, windows) if not windows.empty else pd.Series(np.nan, index=ops.index)
+    if not windows.empty:
+        ops, step = ops.loc[step.notna()], step.loc[step.notna()]
+    ops = ops.assign(step=step.astype("float64")).sort_values("ts", kind="stable")
+    size = ops["data_type"].map(lambda t: DTYPE_BYTES.get(str(t).upper()) if t is not None else None).astype("float64")
+    nan = np.full(len(ops), np.nan)
+    return {"step": ops["step"].to_numpy("float64"), "kind": np.full(len(ops), "collective", dtype=object),
+            "op_name": ops["name"].astype(str).to_numpy(object),
+            "group": np.array([span_group(n, known) for n in ops["name"].astype(str)], dtype=object),
+            "elapse_ms": ops["dur"].to_numpy("float64") / 1000, "transit_ms": nan, "wait_ms": nan.copy(),
+            "synchronization_ms": nan.copy(), "idle_ms": nan.copy(), "start_us": ops["ts"].to_numpy("float64"),
+            "transit_from_bandwidth": np.zeros(len(ops), dtype=bool),
+            "payload_mb": (pd.to_numeric(ops["count"], errors="coerce").astype("float64") * size).to_numpy() / 1e6,
+            "times_from": np.full(len(ops), SPANS, dtype=object)}
+
+
+def span_times(every: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame, dict[str, dict[int, float]]]:
+    """The ops made of trace spans (``span_ops``) of every rank (``every``, stacked with a ``rank`` column) with their
+    time split, and per communicator the ms each profiled member waits for members outside the profile.
+
+    In each communicator the ops of a step are matched across the profiled ranks by their order (a step whose ranks
+    hold different numbers of them is left unmatched). Before the last profiled member arrives an op waits for the
+    profiled peers (its synchronization). After it, it moves the data and may wait for members not profiled. The
+    transfer takes at most the op's payload at the fastest rate any op of the communicator reached after its last
+    arrival in the capture, plus the communicator's shortest such time (latency): its ``transit``, an upper bound.
+    When every profiled member leaves the op together (their ends within SPAN_END_TOLERANCE_US or 5 %) and it lasts
+    after the last arrival at least SPAN_WAIT_FACTOR times that bound, the rest is waiting for members outside the
+    profile — unless ``sizes`` (members per communicator, where recorded) says every member was profiled. Wait is
+    the elapse without the transit; idle 0. An op that is not matched, or whose payload is unknown, counts all of
+    its time after the last arrival as transit. The times are per rank, in ms; the waits outside over the capture."""
+    if "times_from" not in every or not (every["times_from"] == SPANS).any():
+        return every, {}
+    every = every.copy()
+    spans = every.loc[(every["times_from"] == SPANS) & (every["kind"] == "collective")]
+    outside: dict[str, dict[int, float]] = {}
+    columns = {"transit_ms": [], "wait_ms": [], "synchronization_ms": [], "idle_ms": []}
+    index = []
+    for group, rows in spans.groupby("group", sort=True):
+        split, waits = _split_group(rows, sizes.get(str(group)))
+        index.extend(split.index)
+        for name in columns:
+            columns[name].extend(split[name])
+        outside[str(group)] = waits
+    for name, values in columns.items():
+        every.loc[index, name] = values
+    return every, outside
+
+
+def _split_group(rows: pd.DataFrame, size: int | None) -> tuple[pd.DataFrame, dict[int, float]]:
+    """``span_times`` for the ops of one communicator."""
+    rows = rows.assign(step=rows["step"].astype("float64").fillna(-1.0), end_us=rows["start_us"] + rows["elapse_ms"] * 1000)
+    rows = rows.sort_values(["rank", "step", "start_us"], kind="stable")
+    rows["position"] = rows.groupby(["rank", "step"], sort=False).cumcount()
+    ranks = rows["rank"].unique()
+    per_step = rows.groupby(["step", "rank"]).size().unstack("rank")
+    even = per_step.index[(per_step.notna().all(axis=1)) & (per_step.nunique(axis=1) == 1)]
+    matched = rows["step"].isin(even)
+    op = rows.loc[matched].groupby(["step", "position"], sort=False)
+    last_arrival = op["start_us"].transform("max").reindex(rows.index)
+    spread = (op["end_us"].transform("max") - op["end_us"].transform("min")).reindex(rows.index)
+    after = (rows["end_us"] - last_arrival).clip(lower=0.0)
+    after = after.where(matched, rows["elapse_ms"] * 1000)  # unmatched: every moment of it could be moving data
+    before = (rows["elapse_ms"] * 1000 - after).clip(lower=0.0)
+    common = op["end_us"].transform("max").reindex(rows.index) - last_arrival  # the op's time after the last arrival
+    payload = rows["payload_mb"].astype("float64")
+    rates = (payload / common).where(matched & (common > 0) & (payload > 0))
+    fastest = float(rates.max()) if rates.notna().any() else np.nan  # MB per µs
+    latency = float(common.where(matched).min()) if matched.any() else np.nan
+    bound = latency + payload / fastest
+    together = spread <= np.maximum(SPAN_END_TOLERANCE_US, 0.05 * common)
+    complete = size is not None and size <= len(ranks)
+    waiting = matched & together & (after >= SPAN_WAIT_FACTOR * bound) & bound.notna() & (not complete)
+    transit = after.where(~waiting, np.minimum(bound, after))
+    outside_us = np.minimum(after, rows["elapse_ms"] * 1000).sub(transit).where(waiting, 0.0)
+    split = pd.DataFrame({"transit_ms": transit / 1000, "wait_ms": (rows["elapse_ms"] * 1000 - transit).clip(lower=0.0) / 1000,
+                          "synchronization_ms": before / 1000, "idle_ms": 0.0}, index=rows.index)
+    waits = {int(rank): float(outside_us.loc[rows["rank"] == rank].sum()) / 1000 for rank in ranks}
+    return split, waits

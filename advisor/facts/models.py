@@ -249,6 +249,16 @@ class CommunicationFact(Fact):
     transit_from_bandwidth_per_step: NonNegative = Field(
         0.0, description="Ops per step whose Time Info says 0 (or nothing) transit although Bandwidth Info moved data: "
         "their transit is the busiest transport's Bandwidth Info time, at most elapse − wait.")
+    times_from: Literal["time_info", "spans"] = Field(
+        "time_info", description="Where the time split comes from: CANN's Communication Time Info (communication.json, "
+        "analysis.db), or — without it (Level0) — the collectives' spans on the trace's HCCL lane, matched across "
+        "the profiled ranks by their order: synchronization is the time before the last profiled member arrived, "
+        "transit at most the op's payload at the fastest rate its communicator reached in the capture plus its "
+        "shortest op (an upper bound), wait the rest, idle 0.")
+    times_note: str = Field("", description="For the explanations: how the split was measured where it is not CANN's "
+                            "Communication Time Info (empty then), as a sentence that starts with a space.")
+    communicator: str | None = Field(None, description="The communicator of group_size in words, e.g. 'the 8-rank "
+                                     "communicator dp', or 'the communicator …868 (its size not recorded)'.")
     group_size: int | None = Field(
         None, ge=1, description="Members of the communicator this rank waits in most (else the largest it uses): "
         "parallel_group_info global_ranks, else at least the local ranks its communication_matrix links reach.")
@@ -259,7 +269,8 @@ class CommunicationFact(Fact):
     outside_wait_us: Duration = Field(
         0.0, description="Time per step inside collectives of groups not wholly profiled, after every profiled member "
         "had arrived, not moving data: waiting for members outside the profile, µs (0 when the group is complete "
-        "or its size unknown).")
+        "or its size unknown; from the trace's spans, the ops every profiled member leaves together that last at "
+        "least twice their transfer bound after the last arrival, also where the size is unknown).")
     outside_wait_share: Ratio = Field(0.0, description="outside_wait_us / elapse_us.")
     waited_peer: int | None = Field(None, ge=0, description="The communicator-local rank this rank's HCCL Notify_Wait tasks wait for longest (their 'dst rank', trace_view.json); None when the trace has none.")
     waited_peer_us: Duration | None = Field(None, description="Its Notify_Wait time per step, µs.")

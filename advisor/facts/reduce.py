@@ -51,6 +51,7 @@ from advisor.facts.communication import (
     memberships_of,
     outside_waits_of_members,
     rank_ranges,
+    span_times,
     transport_summary,
     waited_peer,
 )
@@ -109,10 +110,13 @@ class ProfileScope:
         self.hardware = next((r.meta.hardware_hint for r in ranks if r.meta.hardware_hint), None)
         self.breakdowns = [r.breakdown for r in ranks if r.breakdown is not None]
         self.ops: dict[int, Columns] = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
-        self.every = stacked(self.ops)
         self.known: dict[str, Group] = {h: g for r in ranks for h, g in groups_by_hash(r.meta.metadata).items()}
         self.members: dict[str, Membership] = memberships_of(
             {h: g.global_ranks for h, g in self.known.items()}, {r.meta.rank: r.matrix_groups for r in ranks if r.matrix_groups})
+        # ops made of the trace's collective spans (no communication.json: Level0) get their time split here, from
+        # every rank's spans, and their communicators' waits for members outside the profile
+        self.every, span_outside = span_times(stacked(self.ops), {g: m.size for g, m in self.members.items()})
+        self.spans = {rank for rank, ops in self.ops.items() if "times_from" in ops}  # ranks timed by their spans
         self.steps = step_counts(self.ops)
         every = self.every
         self.in_group = _ranks_by_group(every)  # group → the ranks with any op in it
@@ -123,7 +127,7 @@ class ProfileScope:
         self.summaries = _by_rank(communication_summary(every, self.steps) if not every.empty else None)
         traffic = stacked({r.meta.rank: r.traffic for r in ranks if r.traffic is not None})
         self.transports = _by_rank(transport_summary(traffic, self.steps) if not traffic.empty else None)
-        self._outside: dict[str, dict[int, float] | None] = {}
+        self._outside: dict[str, dict[int, float] | None] = dict(span_outside)
         self.groups = {h: (self.known[h].name if h in self.known else None,
                            self.members[h].size if h in self.members else None)
                        for h in set(self.known) | set(self.members)}
@@ -538,7 +542,8 @@ def _p2p_us(scope: ProfileScope) -> dict[int, float]:
     """Per rank: its P2P ops' time per step (communication.json), else the profiler's Bubble (hcom_receive time)."""
     found = {b.rank: b.bubble_us or 0.0 for b in scope.breakdowns if b.rank is not None}
     for rank, rows in scope.summaries.items():
-        found[rank] = sum(row["elapse_us"] for row in rows if row["kind"] == "p2p")
+        if rank not in scope.spans:  # the trace's spans hold collectives only
+            found[rank] = sum(row["elapse_us"] for row in rows if row["kind"] == "p2p")
     return found
 
 
@@ -598,7 +603,9 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     profile, meta = cluster.profile, rank.meta
     step_count = int(cluster.steps[meta.rank])
     facts: list[Fact] = []
-    time_source = file_source(profile.shown, meta, "communication", "Communication Time Info")
+    spans = meta.rank in cluster.spans
+    time_source = (file_source(profile.shown, meta, "trace", SPAN_SOURCE) if spans else
+                   file_source(profile.shown, meta, "communication", "Communication Time Info"))
     members = cluster.members
     mine = cluster.collective_groups.get(meta.rank, set())
     outside = []  # (group, ms waiting for members outside the profile), in group order
@@ -613,12 +620,15 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
         group = min((o for o in outside if o[1] == o[1]), key=lambda o: (-o[1], o[0]))[0]
     else:
         group = max(known, key=lambda g: (members[g].size, g), default=None)
+    if group is None and spans and mine:  # a communicator the capture does not size: the one waited in longest
+        group = min(mine)
     sources = [time_source]
-    if group is not None:
+    if group is not None and group in members:
         sources.append(f"{profile.shown(meta.file('matrix'))}[src-dst links]"
                        if members[group].global_ranks is None else
                        metadata_source(profile.shown, meta, "parallel_group_info") or
                        f"{profile.shown(meta.path)}[parallel_group_info]")
+    member = members.get(group) if group is not None else None
     outside_ms = float(np.where(np.isnan(waited), 0.0, waited).sum())  # as pandas sums a column
     p2p_us = sum(row["elapse_us"] for row in cluster.summaries.get(meta.rank, []) if row["kind"] == "p2p")
     for row in cluster.summaries.get(meta.rank, []):
@@ -631,9 +641,13 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 rank=meta.rank,
                 kind=row["kind"],
                 **{k: float(row[k]) for k in CommunicationFact.model_fields if k in row and k not in ("kind",)},
-                group_size=members[group].size if collective else None,
+                times_from="spans" if spans else "time_info",
+                times_note=SPANS_NOTE if spans else "",
+                communicator=_communicator_text(group, member, cluster) if collective else None,
+                group_size=member.size if collective and member is not None else None,
                 group_ranks_profiled=len(profiled[group]) if collective else None,
-                missing_ranks=members[group].missing(profiled[group]) if collective else None,
+                missing_ranks=(member.missing(profiled[group]) if member is not None else UNSIZED_MISSING)
+                if collective else None,
                 outside_wait_us=outside_us,
                 outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
                 **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
@@ -661,6 +675,23 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
             )
         )
     return facts
+
+
+# Where the time split of a CommunicationFact timed by the trace's spans comes from (in its sources), and that in words
+SPAN_SOURCE = "HCCL/Communication process: hcom_* op spans, args count and data_type"
+SPANS_NOTE = (" The capture has no communication.json: these times come from the collectives' spans on the trace's HCCL "
+              "lane, matched across the profiled ranks by their order, and the transit is an upper bound — each op's "
+              "payload at the fastest rate its communicator reached, plus its shortest op.")
+UNSIZED_MISSING = "their number and ranks not recorded: no parallel_group_info, no communication_matrix.json"
+
+
+def _communicator_text(group: str, member: Membership | None, cluster: ProfileScope) -> str:
+    """A communicator in words for the explanations: its name and size where recorded."""
+    known = cluster.known.get(group)
+    name = f" {known.name}" if known is not None else f" {group}" if group.startswith("…") else ""
+    if member is None:
+        return f"the communicator{name} (its size not recorded)"
+    return f"the {member.size}-rank communicator{name}"
 
 
 def _straggler_facts(cluster: ProfileScope) -> list[Fact]:

@@ -38,7 +38,10 @@ API_PROCESS = "CANN"
 DEVICE_PROCESS = "Ascend Hardware"
 OVERLAP_PROCESS = "Overlap Analysis"
 HCCL_PROCESS = "HCCL"
+# The process of the collectives and their tasks: "HCCL" in older CANN, "Communication" from about CANN 8.1.
+COMMUNICATION_PROCESSES = (HCCL_PROCESS, "Communication")
 NOTIFY_WAIT = "Notify_Wait"  # an HCCL task waiting for a peer's notify; args name the peer ("dst rank", group-local)
+COLLECTIVE_OP = "hcom_"  # a collective or P2P op on its communicator's op-level thread (hcom_allReduce__868_0_1)
 LAUNCH_FLOW = "HostToDevice"
 OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Overlapped)", "Free"})
 # Host events the facts use: step boundaries, data loading, optimizer steps and zero_grad, SyncBatchNorm (GC is kept by
@@ -61,6 +64,11 @@ class _NotifyArgs(msgspec.Struct, gc=False):
     peer: Union[int, str, None] = msgspec.field(default=None, name="dst rank")
 
 
+class _OpArgs(msgspec.Struct, gc=False):
+    count: Union[int, float, str, None] = None
+    data_type: Union[str, None] = None
+
+
 class _Event(msgspec.Struct, gc=False):
     ph: Union[str, None] = None
     name: Union[str, None] = None
@@ -77,8 +85,10 @@ _DECODERS = EventDecoders.of(_Event)
 _ARGS = msgspec.json.Decoder(_Args, strict=False)
 _ARGS_LIST = msgspec.json.Decoder(list[_Args], strict=False)
 _NOTIFY_ARGS = msgspec.json.Decoder(_NotifyArgs, strict=False)
+_OP_ARGS = msgspec.json.Decoder(_OpArgs, strict=False)
 _TASK_TYPE_KEY = b'"Task Type"'
 NOTIFY_COLUMNS = ["ts", "dur", "peer"]
+COLLECTIVE_COLUMNS = ["name", "ts", "dur", "count", "data_type"]
 
 
 @dataclass
@@ -91,6 +101,9 @@ class TraceTables:
     truncation: str | None = None  # why only the start of the file was read (a cut-off file), else None
     # HCCL Notify_Wait tasks: ts, dur, peer (the group-local rank waited for); empty where the export has none
     notify: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=NOTIFY_COLUMNS))
+    # the collective and P2P ops of the HCCL/Communication process (hcom_*): name, ts, dur, and the element count and
+    # data type their args give (None where absent); what a Level0 capture, without communication.json, records of them
+    collectives: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COLLECTIVE_COLUMNS))
 
 
 @dataclass
@@ -103,6 +116,7 @@ class _Rows:
     device: list = field(default_factory=list)
     overlap: list = field(default_factory=list)
     notify: list = field(default_factory=list)
+    collectives: list = field(default_factory=list)
     starts: dict = field(default_factory=dict)
     ends: dict = field(default_factory=dict)
     bad_times: int = 0
@@ -112,7 +126,7 @@ class _Rows:
     def extend(self, later: _Rows) -> None:
         """Append the rows of the part of the file that follows this one."""
         self.names.update(later.names)
-        for table in ("host", "apis", "device", "overlap", "notify"):
+        for table in ("host", "apis", "device", "overlap", "notify", "collectives"):
             getattr(self, table).extend(getattr(later, table))
         self.starts.update(later.starts)
         self.ends.update(later.ends)
@@ -133,10 +147,11 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     if rows.bad_times:
         warnings.append(f"{rows.bad_times} event(s) without a usable ts/dur were ignored")
 
-    def of(process: str, table: list) -> list:
+    def of(process: str | tuple[str, ...], table: list) -> list:
         if by_fields:  # each table already holds only the events whose fields fit it
             return [row[1:] for row in table]
-        pids = {pid for pid, name in rows.names.items() if name == process}
+        processes = (process,) if isinstance(process, str) else process
+        pids = {pid for pid, name in rows.names.items() if name in processes}
         return [row[1:] for row in table if row[0] in pids]
 
     if by_fields:
@@ -153,7 +168,8 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
         overlap=pd.DataFrame(of(OVERLAP_PROCESS, rows.overlap), columns=["lane", "ts", "dur"]),
         launches=pd.DataFrame(sorted(paired), columns=["launch_ts", "device_ts"]),
         truncation=cut.reason,
-        notify=pd.DataFrame(of(HCCL_PROCESS, rows.notify), columns=NOTIFY_COLUMNS),
+        notify=pd.DataFrame(of(COMMUNICATION_PROCESSES, rows.notify), columns=NOTIFY_COLUMNS),
+        collectives=pd.DataFrame(of(COMMUNICATION_PROCESSES, rows.collectives), columns=COLLECTIVE_COLUMNS),
     )
 
 
@@ -163,6 +179,8 @@ def _name_kind(name: str) -> str:
         return "overlap"
     if name == NOTIFY_WAIT:
         return "notify"
+    if name.startswith(COLLECTIVE_OP):
+        return "collective"
     if API_EVENTS.match(name):
         return "api"
     if HOST_EVENTS.search(name) or FRAMEWORK_OPS.match(name):
@@ -217,6 +235,9 @@ def _keep_by_name(e: _Event, rows: _Rows) -> None:
         peer = _peer(e.args)
         if peer is not None:
             rows.notify.append((e.pid, e.ts, e.dur, peer))
+    elif kind == "collective":
+        count, data_type = _op_args(e.args)
+        rows.collectives.append((e.pid, name, e.ts, e.dur, count, data_type))
     elif kind == "api":
         rows.apis.append((e.pid, name, e.tid, e.ts, e.dur))
     elif kind == "host" or e.cat == "GC":
@@ -256,6 +277,20 @@ def _peer(args: msgspec.Raw) -> int | None:
     if isinstance(peer, str):
         peer = int(peer) if peer.strip().isdigit() else None
     return peer if peer is not None and 0 <= peer < 1 << 20 else None
+
+
+def _op_args(args: msgspec.Raw) -> tuple[float | None, str | None]:
+    """A collective op's element count and data type (its args' ``count``, ``data_type``), None where unusable."""
+    try:
+        found = _OP_ARGS.decode(bytes(args))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None, None
+    count = found.count
+    if isinstance(count, str):
+        count = float(count) if count.strip().isdigit() else None
+    if count is not None and not (0 <= count < 1e15):
+        count = None
+    return (float(count) if count is not None else None), found.data_type
 
 
 def _process_name(args: msgspec.Raw) -> str | None:
