@@ -42,6 +42,7 @@ import pandas as pd
 import pyarrow as pa
 
 from advisor.ingest.columns import Columns, columns_of
+from advisor.intervals import EMPTY, subtract, union
 from advisor.ingest.communication import MATRIX_COLUMNS, TRAFFIC_COLUMNS, TRANSPORTS, matrix_op_types
 from advisor.ingest.csvtable import plausible_numbers
 from advisor.ingest.model import CommunicationTables, CsvTable, FileProblem
@@ -453,12 +454,46 @@ def _host_events(db: DbTables) -> pd.DataFrame:
 
 def _overlap(db: DbTables) -> pd.DataFrame:
     if not db.has("OVERLAP_ANALYSIS"):
-        return pd.DataFrame(columns=["lane", "ts", "dur"])
+        return _overlap_of_tasks(db)
     rows = db.select("OVERLAP_ANALYSIS", ["type", "startNs", "endNs"], numbers=("type", "startNs", "endNs"))
     lanes = rows["type"].map(_OVERLAP_TYPES)
     keep = lanes.isin(OVERLAP_LANES)
     return pd.DataFrame({"lane": lanes[keep], "ts": _us(rows["startNs"][keep]),
                          "dur": _us(rows["endNs"][keep] - rows["startNs"][keep])}).reset_index(drop=True)
+
+
+_NOT_COMPUTE = ("AicpuKernel", "AivKernel")  # compute task names CANN leaves out of Computing (MC2's AI CPU/AIV parts)
+
+
+def _overlap_of_tasks(db: DbTables) -> pd.DataFrame:
+    """The Overlap Analysis lanes of a DB without OVERLAP_ANALYSIS (exports of older CANN, as rank 1 of the real DB
+    export), as CANN computes them and msprof-analyze does for DB data: Computing = the union of the compute tasks
+    (TASK ⋈ COMPUTE_TASK_INFO, names ending in AicpuKernel or AivKernel left out), Communication = the union of
+    COMMUNICATION_OP, Communication(Not Overlapped) = Communication − Computing, Free = the gaps between them, from
+    the first to the last (rank 0 of the real export, which has OVERLAP_ANALYSIS, spans exactly that). Empty without
+    compute task info."""
+    columns = ["lane", "ts", "dur"]
+    if not (_has_columns(db, "TASK", "globalTaskId", "startNs", "endNs")
+            and _has_columns(db, "COMPUTE_TASK_INFO", "globalTaskId", "name")):
+        return pd.DataFrame(columns=columns)
+    db.count_non_numbers("TASK", ["startNs", "endNs"])
+    numbers = ", ".join(_number(f"t.{c}") for c in ("startNs", "endNs"))
+    compute = db.frame(f"SELECT {numbers}, c.name FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId")
+    names = db.text(compute["name"]).fillna("").astype(str)
+    compute = compute.loc[~names.str.endswith(_NOT_COMPUTE)]
+    if compute.empty:
+        return pd.DataFrame(columns=columns)
+    spans = lambda frame: np.column_stack([_us(frame["startNs"]).to_numpy(float),  # noqa: E731
+                                           _us(frame["endNs"]).to_numpy(float)])
+    computing = union(spans(compute))
+    communication = union(spans(db.select("COMMUNICATION_OP", ["startNs", "endNs"], numbers=("startNs", "endNs")))
+                          if _has_columns(db, "COMMUNICATION_OP", "startNs", "endNs") else EMPTY)
+    busy = union(np.concatenate([computing, communication]))
+    lanes = {"Computing": computing, "Communication": communication,
+             "Communication(Not Overlapped)": subtract(communication, computing),
+             "Free": subtract(np.array([[busy[0, 0], busy[-1, 1]]]), busy) if len(busy) else EMPTY}
+    return pd.DataFrame([(lane, start, end - start) for lane, found in lanes.items() for start, end in found],
+                        columns=columns).sort_values("ts", kind="stable").reset_index(drop=True)
 
 
 def _launches(db: DbTables) -> pd.DataFrame:
