@@ -146,8 +146,7 @@ def test_the_lanes_of_the_real_level1_trace_give_what_step_trace_time_says(tmp_p
 
 
 def test_the_lanes_of_a_built_rank_give_its_rows(tmp_path):
-    steps = [StepRow(5, 1344.32, 1921.46, 85.14, 66.46, preparing=2000.0),
-             StepRow(6, 1500.0, 1800.0, 120.0, 10.0, preparing=3000.0)]
+    steps = [StepRow(5, 1344.32, 1921.46, 85.14, 66.46), StepRow(6, 1500.0, 1800.0, 120.0, 10.0)]  # Preparing 2 ms
     build_rank(tmp_path, RankSpec(steps=steps, omit=("step_trace_time.csv",)))
     facts = extract_facts(load_profile(tmp_path))
     found = {s.step: s for s in facts.of(StepFact)}
