@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from builders import RankSpec, Span, StepRow, add_collective_spans, build_rank
+from builders import Kernel, RankSpec, Span, StepRow, add_collective_spans, build_rank
 from conftest import FIXTURES, REAL
 
 import advisor
@@ -163,3 +163,15 @@ def test_an_unmatched_step_counts_all_its_time_after_arrival_as_transit(tmp_path
     path = _level0_job(tmp_path, *WAITING, ops=uneven)
     fact = _collective(path, 0)
     assert fact.outside_wait_us == pytest.approx(37_500.0 / 2)  # step 5 only, per step over the 2 steps
+
+
+def test_a_collective_the_device_runs_after_its_steps_host_end_stays_in_that_step(tmp_path):
+    # step 6's ProfilerStep ends on the host 97 ms after its first device task; a MatMul it launched runs until 110 ms,
+    # and an AllReduce starts on the device at 99 ms: both are step 6's, as torch_npu's step ranges count them
+    kernels = [*RankSpec().kernels, Kernel(6, "MatMul_long", "MatMulV3", "AI_CORE", 90_000.0)]
+    rank_dir = build_rank(tmp_path, RankSpec(level="Level0", omit=("communication.json",), kernels=kernels,
+                                             steps=[StepRow(s, 10_000.0, 60_000.0, 5_000.0) for s in (5, 6)]))
+    add_collective_spans(rank_dir, [Span(5, "hcom_allReduce__612_0_1", 10_000.0, 1_000.0),
+                                    Span(6, "hcom_allReduce__612_1_1", 10_000.0, 1_000.0),
+                                    Span(6, "hcom_allReduce__612_2_1", 99_000.0, 1_000.0)])
+    assert _collective(tmp_path, 0).ops_per_step == 1.5

@@ -16,6 +16,7 @@ from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope
 from advisor.ingest.columns import Columns
 from advisor.facts.windows import inside, window_of
+from advisor.ingest.ascend import lane_windows
 from advisor.ingest.gpu import nccl_collectives
 from advisor.ingest.groups import groups_by_hash
 
@@ -367,7 +368,8 @@ def communication_tables(scope: RankScope) -> list[Fact]:
         out.traffic = rank.communication.traffic_columns
         out.ops = transit_from_bandwidth(rank.communication.op_columns, out.traffic)
     elif traits(rank.platform).collectives_carry_traffic and rank.trace is not None and not rank.trace.collectives.empty:
-        out.ops = span_ops(rank.trace.collectives, scope.host_windows, groups_by_hash(rank.metadata))
+        # the step windows reach the device work launched in them: a step's last collective may start after its host end
+        out.ops = span_ops(rank.trace.collectives, lane_windows(rank.trace), groups_by_hash(rank.metadata))
     if rank.matrix is not None and len(rank.matrix["step"]):
         out.matrix = rank.matrix
         out.matrix_groups = matrix_members(out.matrix)
@@ -399,7 +401,8 @@ def span_group(op_name: str, known: dict[str, object]) -> str | None:
 
 def span_ops(collectives: pd.DataFrame, windows: pd.DataFrame, known: dict[str, object]) -> Columns:
     """A rank's collective ops from the spans of its trace's HCCL lane, in the columns of communication.json's ops:
-    step (the ProfilerStep window its start falls in; ops outside every window are left out), kind, op_name, group
+    step (the ProfilerStep window its start falls in, ``ingest.ascend.lane_windows``; ops outside every window are left
+    out), kind, op_name, group
     (``span_group``), elapse_ms, start_us, the payload in MB (count × data type; NaN where the args do not say), and
     ``times_from`` 'spans'. Transit, wait, synchronization and idle are NaN: the capture does not split them, and
     ``span_times`` estimates them from every profiled rank's spans. P2P ops are left out (a pipeline's, not told here)."""
