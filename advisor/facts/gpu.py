@@ -115,6 +115,23 @@ FUSED_ATTENTION = re.compile(r"flash|fmha|sdpa|_attention|attention_|paged_?atte
 SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
 
 
+# Kernels that convert tensors between dtypes (autocast's per-op casts, .to(dtype), .float()) and between memory
+# layouts (cuDNN's NCHW↔NHWC transposes around convolutions), by their names in PyTorch and cuDNN.
+CAST_KERNEL = re.compile(r"LoadWithCast|StoreWithCast|(bfloat16|float16|half)_copy_kernel|_to_copy_kernel_cast")
+LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|NCHW2NHWC|NHWC2NCHW", re.IGNORECASE)
+
+
+def conversion_summary(compute: pd.DataFrame, steps: int) -> dict[str, float]:
+    """GPU time per step, and share of compute-kernel time, in dtype casts and in layout transposes."""
+    total = float(compute["dur"].sum())
+    found = {}
+    for what, pattern in (("cast", CAST_KERNEL), ("layout", LAYOUT_KERNEL)):
+        time = float(compute.loc[compute["name"].map(lambda n: bool(pattern.search(n))), "dur"].sum())
+        found[f"{what}_us_per_step"] = time / steps
+        found[f"{what}_share_of_compute"] = time / total if total > 0 else 0.0
+    return found
+
+
 def attention_summary(compute: pd.DataFrame) -> dict[str, float]:
     """The shares of compute-kernel time in fused attention kernels and in softmax kernels (decomposed attention)."""
     total = float(compute["dur"].sum())
@@ -142,6 +159,7 @@ COLLECTIVE_KINDS = (
 GRADIENT_SYNC = ("all-reduce", "reduce-scatter", "all-gather")  # what data parallelism (DDP, FSDP, ZeRO) runs
 
 
+SPARSE_DIST_PIPELINE = re.compile(r"## (wait_)?sparse_data_dist ##")  # TorchRec's TrainPipelineSparseDist stages
 COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|ucc|c10d):")  # the process group's op that launched a collective
 
 
@@ -233,8 +251,10 @@ def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int, cpu: pd.Da
         "host_wait_us_per_step": float(idle["host_wait_us"]) / steps,
         **matrix_summary(gpu.loc[gpu["kind"] == "compute"], cpu, capability),
         **attention_summary(gpu.loc[gpu["kind"] == "compute"]),
+        **conversion_summary(gpu.loc[gpu["kind"] == "compute"], steps),
         **copy_summary(copies, steps),
         **exposed_communication(gpu, runtime, cpu, steps),
+        "sparse_dist_pipelined": bool(cpu["name"].str.contains(SPARSE_DIST_PIPELINE).any()),
         "memcpy_us_per_step": float(copies["dur"].sum()) / steps,
         "max_queue_length": max_queue_length(gpu, runtime),
     }

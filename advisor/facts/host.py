@@ -81,6 +81,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "allocator_sync_calls_per_step": len(allocator_syncs) / steps,
         "launch_calls_per_step": len(launch_calls) / steps,
         "graph_launches_per_step": int(matching(apis["name"], names.graph_launch).sum()) / steps,
+        "device_sync_calls_per_step": int(matching(program_syncs["name"], DEVICE_SYNC).sum()) / steps,
         "dataloader_calls_per_step": len(dataloader_calls(host)) / steps,
         "free_calls_per_step": len(free_calls) / steps,
         "free_us_per_step": float(free_calls.sum()) / steps,
@@ -99,6 +100,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
 
 
 ITEM_READ = re.compile(r"^aten::(item|_local_scalar_dense)$")
+DEVICE_SYNC = re.compile(r"DeviceSynchronize$|aclrtSynchronizeDevice")  # a device-wide synchronisation
 DEVICE_COPY = re.compile(r"^aten::_to_copy$")  # .to() / .cpu() of a tensor: a copy between host and device
 
 

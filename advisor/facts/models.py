@@ -414,6 +414,7 @@ class HostFact(Fact):
     free_calls_per_step: NonNegative = Field(0.0, description="AscendCL@aclrtFree / aclrtFreePhysical calls per step (memory returned to the device); GPU: cudaFree/hipFree.")
     free_us_per_step: Duration = Field(0.0, description="Their total time, µs.")
     launch_calls_per_step: NonNegative = Field(description="Node@launch calls (kernel launches); GPU: cudaLaunchKernel and the like.")
+    device_sync_calls_per_step: NonNegative = Field(0.0, description="Device-wide synchronisations per step (cudaDeviceSynchronize / hipDeviceSynchronize, aclrtSynchronizeDevice): torch.cuda.synchronize() and the like.")
     graph_launches_per_step: NonNegative = Field(0.0, description="Graph launches per step: cudaGraphLaunch / hipGraphLaunch (CUDA/HIP graphs replayed), AscendCL@aclmdlRIExecute(Async) (aclgraph) or aclmdlExecute (a GE graph). Above 0 the step already runs graphs.")
     dataloader_calls_per_step: NonNegative = Field(0.0, description="Outermost DataLoader calls (enumerate(DataLoader)#…__next__) per step; 0 when the trace shows no DataLoader.")
     launch_us_mean: Duration | None = Field(None, description="Mean launch call time: the host cost of one launch, µs.")
@@ -494,10 +495,15 @@ class GpuFact(Fact):
     tensor_cores: bool | None = Field(None, description="Whether the GPU has tensor cores (NVIDIA compute capability ≥ 7.0); None when the trace does not record it or the GPU is AMD's.")
     pageable_memcpy_per_step: NonNegative = Field(description="Host↔device copies from or to pageable memory per step (Memcpy … (Pageable -> Device) / (Device -> Pageable)): staged through a driver buffer, not overlappable; pinned memory avoids them.")
     pageable_copy_us_per_step: Duration = Field(0.0, description="GPU time of those pageable copies per step, µs.")
+    cast_us_per_step: Duration = Field(0.0, description="GPU time per step in dtype-conversion kernels (LoadWithCast/StoreWithCast copies, bfloat16/float16 copy kernels): autocast's per-op casts, .to(dtype), .float(), µs.")
+    cast_share_of_compute: Ratio = Field(0.0, description="cast_us_per_step as a share of compute-kernel time.")
+    layout_us_per_step: Duration = Field(0.0, description="GPU time per step in layout transposes around convolutions (cuDNN nchwToNhwc / nhwcToNchw), µs.")
+    layout_share_of_compute: Ratio = Field(0.0, description="layout_us_per_step as a share of compute-kernel time.")
     fused_attention_share_of_compute: Ratio = Field(0.0, description="Share of compute-kernel time in fused attention kernels (FlashAttention, cuDNN/CUTLASS fmha, SDPA backends, paged attention).")
     softmax_share_of_compute: Ratio = Field(0.0, description="Share of compute-kernel time in softmax kernels: attention computed from separate matmul and softmax kernels shows here.")
     exposed_collective_kind: str | None = Field(None, description="The collective that takes most of the communication no compute overlaps: all-reduce, all-gather, reduce-scatter, all-to-all (incl. DeepEP dispatch/combine), send/recv, broadcast or other (None without exposed communication).")
     exposed_gradient_sync_share: Ratio | None = Field(None, description="Share of the exposed communication in all-reduce, reduce-scatter and all-gather kernels — what data parallelism (DDP, FSDP, ZeRO) runs; the rest is all-to-all, send/recv or broadcast.")
+    sparse_dist_pipelined: bool = Field(False, description="Whether TorchRec's TrainPipelineSparseDist already pipelines the embedding input distribution (its '## sparse_data_dist ##' / '## wait_sparse_data_dist ##' stages are in the trace).")
     exposed_by_kind: str | None = Field(None, description="Exposed communication per step by collective kind, largest first, e.g. 'send/recv 10,120 µs; all-reduce 4,530 µs'.")
     copies_by_kind: str | None = Field(None, description="GPU copy time and count per step by kind, largest first, e.g. 'HtoD pinned 8,443 µs (25 per step); DtoH pageable 18 µs (10 per step)'.")
     memcpy_us_per_step: Duration = Field(description="GPU time of memory copies and sets per step, µs.")
@@ -566,6 +572,9 @@ class IdleFact(Fact):
     dispatch_per_launch_us: Duration | None = Field(None, description="dispatch_us / launches_per_step: the wait per launched kernel — eager dispatch costs 10–50 µs of host time per kernel; far more means other host work (None without launches).")
     launch_explained_us: Duration = Field(0.0, description="The part of dispatch_us that launching can explain, µs per step: the larger of launches_per_step × the host time one launch costs — on a GPU 50 µs, eager PyTorch's per-kernel host time at the high end (Python, dispatcher, launch call); on Ascend the launch call's measured time (the task queue launches on a thread of its own) — and the time measured inside launch calls (dispatch_in_launch_calls_us). What graph mode or fewer, larger kernels would take away.")
     launch_explained_share: Ratio | None = Field(None, description="launch_explained_us / dispatch_us (None without dispatch idle): below ~0.5 the host is busy with other work than launching.")
+    dispatch_in_launch_calls_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside launch calls (cudaLaunchKernel…, cudaGraphLaunch, Node@launch), µs per step.")
+    dispatch_in_graph_launches_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside graph launches (cudaGraphLaunch, aclmdlRIExecuteAsync): a replay's launch cost the device waits for, µs per step.")
+    dispatch_in_aclop_us: Duration = Field(0.0, description="Ascend: the part of dispatch_us the host spends inside AscendCL@aclopCompileAndExecute, the legacy aclop operator path (operator selection, compile-cache lookup and launch on the host; jit_compile=True), µs per step.")
     dispatch_in_operators_us: Duration | None = Field(None, description="The part of dispatch_us the host spends inside framework operators (aten:: ops), µs per step; None where the trace does not record every operator (Ascend).")
     dispatch_top_operator: str | None = Field(None, description="The framework operator the host is inside for most of the dispatch idle, e.g. aten::linear.")
     dispatch_top_operator_us: Duration | None = Field(None, description="Dispatch idle per step while the host is inside that operator, µs.")
@@ -577,9 +586,6 @@ class IdleFact(Fact):
     gc_share_of_step: Ratio = Field(description="gc_us / step_us.")
     optimizer_share_of_step: Ratio = Field(0.0, description="optimizer_us / step_us.")
     zero_grad_share_of_step: Ratio = Field(0.0, description="zero_grad_us / step_us.")
-    dispatch_in_launch_calls_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside launch calls (cudaLaunchKernel…, cudaGraphLaunch, Node@launch), µs per step.")
-    dispatch_in_graph_launches_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside graph launches (cudaGraphLaunch, aclmdlRIExecuteAsync): a replay's launch cost the device waits for, µs per step.")
-    dispatch_in_aclop_us: Duration = Field(0.0, description="Ascend: the part of dispatch_us the host spends inside AscendCL@aclopCompileAndExecute, the legacy aclop operator path (operator selection, compile-cache lookup and launch on the host; jit_compile=True), µs per step.")
     sync_share_of_step: Ratio = Field(description="sync_us / step_us.")
     copy_share_of_step: Ratio = Field(description="copy_us / step_us.")
     dispatch_share_of_step: Ratio = Field(description="dispatch_us / step_us.")
@@ -595,6 +601,7 @@ class IdleFact(Fact):
     slowest_idle_part_us: Duration | None = Field(None, description="That part's idle time in the slowest step, µs.")
     outlier_steps: str | None = Field(None, description="The steps longer than 1.2 × the median step, e.g. '5, 9' (None when none is).")
     outlier_excess_us: Duration | None = Field(None, description="What the outlier steps add to the mean step: the sum of their excess over the median / steps, µs.")
+    outlier_cause_differs: bool | None = Field(None, description="Whether the slowest outlier step's largest idle part differs from the typical steps' (False: the outliers are more of the same cause, which the findings on that part address); None without outliers.")
     warmup_steps: str | None = Field(None, description="The steps that warm up (facts.capture), left out of the typical steps and of the outliers, e.g. '2'.")
     warmup_excess_us: Duration | None = Field(None, description="What the warm-up steps add to the mean step: their excess over the median / steps, µs.")
     outlier_excess_share_of_step: Ratio | None = Field(None, description="outlier_excess_us / the mean step over every step (the breakdown's), not step_us.")
@@ -606,7 +613,6 @@ class IdleFact(Fact):
 class DataLoaderFact(Fact):
     """Time the training loop spends waiting for the next batch (trace_view.json DataLoader events)."""
 
-    outlier_cause_differs: bool | None = Field(None, description="Whether the slowest outlier step's largest idle part differs from the typical steps' (False: the outliers are more of the same cause, which the findings on that part address); None without outliers.")
     family: ClassVar[str] = "dataloader"
     source: ClassVar[str] = (
         "trace_view.json: outermost events whose name contains 'dataloader' (e.g. "

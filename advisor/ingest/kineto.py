@@ -55,7 +55,7 @@ COMMUNICATION_KERNEL = re.compile(
 MEMORY_KERNEL = re.compile(r"^(hip)?(Memcpy|Memset)|^dma", re.IGNORECASE)
 # the framework ops ingest.kept keeps, and the process group's collective ops (nccl:all_to_all, c10d::allreduce_…)
 CPU_EVENTS = re.compile(rf"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^(?:{API_OPS['gpu'].pattern})|SyncBatchNorm|"
-                        r"^(nccl|gloo|rccl|ucc|c10d):", re.IGNORECASE)
+                        r"^(nccl|gloo|rccl|ucc|c10d):|sparse_data_dist", re.IGNORECASE)  # and TorchRec's pipeline stages
 
 
 GPU_COLUMNS = ["name", "kind", "stream", "device", "correlation", "ts", "dur", "external_id"]

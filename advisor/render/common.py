@@ -325,13 +325,16 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
     summary = report.summary
     if summary.step_time_us is None:
         return words["verdict_unknown"]
-    return words["verdict_sentence" if report.input.steps else "verdict_no_steps"].format(
+    sentence = words["verdict_sentence" if report.input.steps else "verdict_no_steps"].format(
         bottleneck=words[f"bottleneck_{summary.bottleneck}"],
         compute=fmt_pct(summary.compute_ratio),
         communication=fmt_pct(summary.communication_ratio),
         free=fmt_pct(summary.free_ratio),
         step=fmt_us(summary.step_time_us),
     )
+    if any(f["type"] == "capture" and not f["steady_state"] for f in report.facts):
+        sentence += " " + words["verdict_warmup"]
+    return sentence
 
 
 def condition_rows(finding) -> list[tuple[str, str, str, str]]:
