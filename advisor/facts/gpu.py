@@ -159,7 +159,7 @@ COLLECTIVE_KINDS = (
 GRADIENT_SYNC = ("all-reduce", "reduce-scatter", "all-gather")  # what data parallelism (DDP, FSDP, ZeRO) runs
 
 
-SPARSE_DIST_PIPELINE = re.compile(r"## (wait_)?sparse_data_dist ##")  # TorchRec's TrainPipelineSparseDist stages
+SPARSE_DIST_PIPELINE = re.compile(r"## (?:wait_)?sparse_data_dist ##")  # TorchRec's TrainPipelineSparseDist stages
 COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|ucc|c10d):")  # the process group's op that launched a collective
 
 
