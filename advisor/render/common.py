@@ -317,6 +317,8 @@ def gain_text(finding, words: dict[str, str]) -> str:
         text += f"; {words['gain_instrumented'].format(settings=', '.join(finding.instrumented_by))}"
     if finding.shares_time_with and finding.claimed_gain_us is not None:
         text += f"; {words['gain_shared'].format(claimed=fmt_us(finding.claimed_gain_us), others=', '.join(finding.shares_time_with))}"
+    elif finding.claimed_gain_us is not None and finding.claimed_gain_us > finding.estimated_gain_us * 1.01:
+        text += "; " + words["gain_capped"].format(claimed=fmt_us(finding.claimed_gain_us), bucket=finding.charged_to or "step")
     return text
 
 
