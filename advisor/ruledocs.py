@@ -16,7 +16,7 @@ import yaml
 
 from advisor.engine.expr import resolver
 from advisor.engine.session import RuleEngine
-from advisor.knowledge import KnowledgeEntry, public_reference
+from advisor.knowledge import KnowledgeEntry, Presupposition, public_reference
 from advisor.rulebook import Rule, RuleBook, section_text
 from advisor.ruletests import case_fact
 from advisor.text import collapse
@@ -170,8 +170,11 @@ def _knowledge_page(entry: KnowledgeEntry, recommended_by: list[str]) -> str:
     if applies.versions:
         lines.append("- **Versions:** " + ", ".join(f"{k} {v}" for k, v in applies.versions.items()))
     rules = ", ".join(f"[`{r}`](../rules/{r}.md)" for r in recommended_by) or "no rule yet"
-    lines += [f"- **Recommended by:** {rules}", "", "## Why it matters", "", collapse(entry.problem.en), "", "## The fix", ""]
-    lines += [f"{n}. {collapse(action.en)}" for n, action in enumerate(entry.actions, 1)]
+    lines.append(f"- **Recommended by:** {rules}")
+    lines += [f"- **Presupposes:** {_presupposed(p)}" for p in entry.presupposes]
+    lines += ["", "## Why it matters", "", collapse(entry.problem.en), "", "## The fix", ""]
+    lines += [f"{n}. {collapse(action.en)}" + "".join(f" *(Presupposes: {_presupposed(p)})*" for p in action.presupposes)
+              for n, action in enumerate(entry.actions, 1)]
     lines.append("")
     if entry.env:
         lines += ["Environment:", "", "```bash", *(f"export {k}={v}" for k, v in entry.env.items()), "```", ""]
@@ -190,6 +193,14 @@ def _knowledge_page(entry: KnowledgeEntry, recommended_by: list[str]) -> str:
             lines.append(f"- {public_reference(reference)}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _presupposed(presupposition: Presupposition) -> str:
+    """A presupposition in words: what must hold, and the facts that would contradict it."""
+    condition = presupposition.contradicted_by
+    tests = ", ".join(f"{field} {op} {operand}" for field, predicate in condition.where.items()
+                      for op, operand in predicate.comparisons())
+    return f"{collapse(presupposition.requirement.en)} — not shown when a `{condition.fact}` fact has {tests}"
 
 
 def _cell(text: str) -> str:

@@ -436,7 +436,7 @@ def _api_events(db: DbTables) -> pd.DataFrame:
         return pd.DataFrame(columns=["name", "tid", "ts", "dur"])
     rows = db.select("CANN_API", ["name", "type", "globalTid", "startNs", "endNs"],
                      numbers=("type", "globalTid", "startNs", "endNs"))
-    names = rows["type"].map(_API_LEVELS) + "@" + db.text(rows["name"]).astype(object)
+    names = rows["type"].map(_API_LEVELS).astype(object) + "@" + db.text(rows["name"]).astype(object)
     keep = names.notna() & names.fillna("").map(lambda n: API_EVENTS.match(n) is not None).astype(bool)
     return pd.DataFrame({"name": names[keep], "tid": rows["globalTid"][keep], "ts": _us(rows["startNs"][keep]),
                          "dur": _us(rows["endNs"][keep] - rows["startNs"][keep])}).reset_index(drop=True)
