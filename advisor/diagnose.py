@@ -13,6 +13,8 @@ from advisor.cluster import run as run_cluster
 from advisor.engine.session import Firing
 from advisor.errors import InputError
 from advisor.facts import BreakdownFact, ContextFact, Fact, FactSet, OperatorFact, extract_facts
+from advisor.facts.capture import STEP_SOURCES
+from advisor.facts.models import CaptureFact
 from advisor.findings import build_findings, summarize, withheld_findings
 from advisor.ingest import Profile, load_profile
 from advisor.report import (
@@ -164,11 +166,13 @@ def _status(facts: FactSet, skipped: bool) -> str:
 def _input_info(path: str, profile: Profile, facts: FactSet) -> InputInfo:
     (context,) = facts.of(ContextFact)
     steps = sorted({s.step for s in facts.facts if s.family == "step" and s.step is not None})
+    marked_by = next((c.steps_described for c in facts.of(CaptureFact) if c.step_source != "none"), STEP_SOURCES["ProfilerStep"])
     return InputInfo(
         path=path,
         format=profile.format,
         ranks=[r.rank for r in profile.ranks],
         steps=steps,
+        steps_marked_by=marked_by if steps else None,
         profiler_level=context.profiler_level,
         hardware=context.hardware,
         torch_npu_version=context.torch_npu_version,

@@ -7,11 +7,12 @@
 * Firings of the same rule with the same ``key`` are one finding: ranks are merged, the gain is the mean over
   those ranks, and the evidence is that of the firing with the largest claim. Its share of the step is gain /
   the step time of the ranks it is about (the profile's mean step otherwise).
-* Severity is the rule's own, or from the gain share: ≥ 5 % high, ≥ 1 % medium, else low; a gain from a planning
-  factor (``gain_basis: assumed``) is at most medium.
-* A measured gain charged to host-side idle time (``idle/dispatch``, ``idle/host``, the optimizer's loops) in a capture that
-  recorded call stacks or shapes is an upper bound — the profiler's own per-operator cost is host time too — so
-  the finding names those settings (``instrumented_by``) and is at most medium.
+* Severity is the rule's own, or from the gain share: ≥ 5 % high, ≥ 1 % medium, else low. A gain that is not a
+  plain measurement counts half towards high, as it does in the ranking: one from a planning factor
+  (``gain_basis: assumed``), and a measured gain charged to host-side idle time (``idle/dispatch``, ``idle/host``, the
+  optimizer's loops) in a capture that recorded call stacks or shapes — an upper bound, the profiler's own
+  per-operator cost being host time too, so the finding names those settings (``instrumented_by``). Such a gain is
+  high from 10 % of the step: what is left of it if half were the factor's optimism or the profiler's cost.
 * A finding that matched operator facts states how much of the step's compute time the operator table records
   (``operator_table_coverage``, the lowest ``table_coverage`` of the facts its firings matched): below
   PARTIAL_TABLE its explanation says so, and below THIN_TABLE it is low — the compute the table misses then
@@ -149,11 +150,10 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
         representative = max(members, key=lambda m: (m.claim if m.claim is not None else -1.0)).firing
         resolve = resolver(representative.values())
         explain = rule.exprs.explain.get(lang) or rule.exprs.explain["en"]
-        severity = rule.spec.severity if rule.spec.severity != "auto" else severity_for(ratio, basis)
         bucket = members[0].bucket if len({m.bucket for m in members}) == 1 else members[0].bucket.split("/")[0]
         inflated_by = instrumented if basis == "measured" and bucket in HOST_IDLE_BUCKETS else []
-        if inflated_by and severity == "high":
-            severity = "medium"
+        severity = (rule.spec.severity if rule.spec.severity != "auto"
+                    else severity_for(ratio, "assumed" if inflated_by else basis))
         coverage = table_coverage(members)
         if coverage is not None and coverage[0] < THIN_TABLE:
             severity = "low"
@@ -415,12 +415,12 @@ def _label(rule_id: str, key: str | None) -> str:
 
 
 def severity_for(ratio: float | None, basis: str | None = "measured") -> Severity:
-    """high ≥ 5 % of the step, medium ≥ 1 %, else low (also when the gain is unknown); an assumed gain is at
-    most medium."""
+    """high ≥ 5 % of the step, medium ≥ 1 %, else low (also when the gain is unknown); an assumed gain (or an upper
+    bound) counts half towards high."""
     if ratio is None:
         return "low"
-    severity = "high" if ratio >= HIGH_SHARE else "medium" if ratio >= MEDIUM_SHARE else "low"
-    return "medium" if severity == "high" and basis == "assumed" else severity
+    high = HIGH_SHARE * (2 if basis == "assumed" else 1)
+    return "high" if ratio >= high else "medium" if ratio >= MEDIUM_SHARE else "low"
 
 
 def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None,

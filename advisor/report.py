@@ -65,6 +65,8 @@ class InputInfo(_Model):
     format: str = Field(description="ascend-pytorch, ascend-mindspore, …")
     ranks: list[int]
     steps: list[int] = Field(description="Profiled step numbers (empty when the capture has no step info).")
+    steps_marked_by: str | None = Field(None, description="What marks those steps, in words: ProfilerStep#N markers, a "
+                                        "serving engine's iterations, Optimizer.step events (None without steps).")
     profiler_level: str | None
     hardware: str | None
     torch_npu_version: str | None = None
@@ -204,7 +206,7 @@ class Finding(_Model):
     instrumented_by: list[str] = Field(
         default_factory=list, description="Capture settings (with_stack, record_shapes) that were on while the host-side "
                                           "idle time of this gain was measured: their per-operator cost is part of it, "
-                                          "so the gain is an upper bound (and the finding at most medium).")
+                                          "so the gain is an upper bound (and the finding high only from 10 % of the step).")
     operator_table_coverage: float | None = Field(
         None, ge=0, le=1, description="For a finding on operator facts: the share of the step's device compute time "
                                       "(step breakdown) that the operator table records — the lowest over the ranks "

@@ -134,13 +134,14 @@ def test_thirty_launches_cannot_explain_ten_milliseconds_of_waiting():
 
 def test_the_ascend_capture_is_charged_only_what_its_launches_explain():
     """The real Ascend Level1 rank waits ~24.5 ms per step for launches, but 191 launches × their measured 21 µs
-    (Node@launch) explain ~4 ms; graph mode is charged that, the rest is other host work."""
+    (Node@launch) explain ~4 ms; graph mode is charged that, the rest is other host work — inside aten ops, which
+    the Python lane records."""
     report = diagnose(REAL)
     (small,) = [f for f in report.findings if f.id == "host.many_small_kernels"]
     assert 3_800 < small.estimated_gain_us < 4_400
     (work,) = [f for f in report.findings if f.id == "host.host_work"]
     assert work.estimated_gain_us > 15_000 and "AscendCL@aclopCompileAndExecute" in work.explanation
-    assert "too few of the host's own operators" in work.explanation
+    assert "inside framework operators" in work.explanation
 
 
 def test_an_eager_decode_loop_is_launch_bound():

@@ -149,20 +149,21 @@ def test_lint_catches_each_error_class(tmp_path, change, message, line):
 
 
 def test_lint_warns_of_an_api_name_a_platform_never_keeps(tmp_path):
-    """The Ascend readers keep only the aten:: ops the facts count (ingest.kept), a PyTorch trace every one: a rule
-    on aten::mm can fire on GPU traces but never on Ascend profiles, and lint says so for ascend only."""
+    """The readers keep the framework's ops (ingest.kept): a PyTorch trace every aten:: op, the Ascend readers torch_npu's
+    npu:: ops too. A rule on npu::npu_fusion_attention can fire on Ascend profiles but never on GPU traces, and lint says
+    so for gpu only."""
     both = "category: host-dispatch\nplatforms: [ascend, gpu]\n"
     rule = GOOD_RULE.replace("category: host-dispatch\n", both).replace("[host.device_idle]", "[team.entry]").replace(
         "      where: {scope: rank, free_ratio: {gte: 0.2}}\n",
-        "      where: {scope: rank, free_ratio: {gte: 0.2}}\n    - fact: api\n      where: {name: aten::mm}\n")
+        "      where: {scope: rank, free_ratio: {gte: 0.2}}\n    - fact: api\n      where: {name: npu::npu_fusion_attention}\n")
     knowledge = GOOD_KNOWLEDGE.replace("category: host-dispatch\n", both)
     pack = _pack(tmp_path, rule, knowledge)
     problems = lint([pack]).problems
     path = pack / "rules" / "team.idle.yaml"
-    assert [p for p in problems if "aten::mm" in p] == [
-        f"{path}:11: api name 'aten::mm' is never kept by the ascend readers, so this condition never holds there "
-        f"(they keep {API_OPS['ascend'].pattern})"]
-    assert not lint([_pack(tmp_path / "kept", rule.replace("aten::mm", "aten::item"), knowledge)]).problems
+    assert [p for p in problems if "npu_fusion_attention" in p] == [
+        f"{path}:11: api name 'npu::npu_fusion_attention' is never kept by the gpu readers, so this condition never "
+        f"holds there (they keep {API_OPS['gpu'].pattern})"]
+    assert not lint([_pack(tmp_path / "kept", rule.replace("npu::npu_fusion_attention", "aten::item"), knowledge)]).problems
 
 
 def test_lint_catches_duplicate_ids_missing_languages_and_unknown_disables(tmp_path):

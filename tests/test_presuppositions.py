@@ -185,7 +185,7 @@ def _ascend_api_names(path: Path) -> list[str]:
     for trace in path.rglob("trace_view.json"):
         names += [e.get("name", "") for e in json.loads(trace.read_text()) if isinstance(e, dict)]
     for database in path.rglob("ascend_pytorch_profiler*.db"):
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
+        with sqlite3.connect(f"file:{database}?mode=ro&immutable=1", uri=True) as connection:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             for table in ("PYTORCH_API", "CANN_API") if "STRING_IDS" in tables else ():
                 if table in tables:

@@ -14,7 +14,7 @@ from builders import Kernel, RankSpec, StepRow, build_rank
 
 import advisor
 from advisor.facts import extract_facts
-from advisor.facts.models import SpreadFact, StragglerFact
+from advisor.facts.models import CommunicationFact, SpreadFact, StragglerFact
 from advisor.ingest import load_profile
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,28 +27,25 @@ def _spread(path, dimension: str) -> SpreadFact:
 
 
 def test_the_real_level0_ranks_differ_in_waiting_not_in_compute():
+    """Rank 0 waits 16.9 ms more than rank 1 with compute 14 µs apart — but rank 1, which arrives last, then waits 59 ms
+    more with rank 0 for members outside the capture, and both leave the AllReduce together: a faster rank 1 would save
+    nothing, so the gap is not charged (cluster.uneven_waits stays quiet) and the outside straggler leads."""
     report = advisor.diagnose(LEVEL0)
     ids = [f.id for f in report.findings]
-    # both then wait together for ranks outside the capture (the collectives' spans: test_collective_spans.py)
-    assert ids[:2] == ["cluster.straggler_outside_capture", "cluster.uneven_waits"]
-    assert "cluster.uneven_ranks" not in ids
-    waits = report.findings[1]
-    assert (waits.ranks, waits.claimed_gain_us) == ([1], pytest.approx(16899.5, abs=1.0))
-    assert "compute differs by only 14 µs and free time by 827 µs" in waits.explanation
-    assert "its cause is outside compute" in waits.explanation
-    # Level0 records no wait time, but the spans bound the transit: the rank arriving last waits too
-    assert "it waits for others too, so it is not the rank the others wait for" in waits.explanation
-    (prescription,) = waits.prescriptions
-    assert prescription.id == "cluster.wait_imbalance"
-    assert prescription.actions[0].startswith("Compare where each rank's step starts")
-    assert not any("Compute gap" in action for action in prescription.actions)
+    assert ids[0] == "cluster.straggler_outside_capture"
+    assert not {"cluster.uneven_ranks", "cluster.uneven_waits"} & set(ids)
+    facts = extract_facts(load_profile(LEVEL0))
+    spreads = {f.dimension: f for f in facts.of(SpreadFact)}
+    assert spreads["communication"].spread_us == pytest.approx(16899.5, abs=1.0) and spreads["communication"].rank == 1
+    assert spreads["compute"].spread_us == pytest.approx(14.3, abs=0.5)
+    later = next(f for f in facts.of(CommunicationFact) if f.rank == 1 and f.kind == "collective")
+    assert later.outside_wait_share >= 0.5 and later.transit_share < 0.5
 
 
 def test_the_real_level1_job_keeps_its_findings_and_its_least_waiting_rank_waits_itself():
     ids = [f.id for f in advisor.diagnose(LEVEL1).findings]
-    assert ids[:2] == ["cluster.straggler_outside_capture", "io.blocking_copies"]
-    # third before host.host_work and host.device_idle (whose attribution the expert review corrected) came in ahead
-    assert "host.many_small_kernels" in ids[2:5]
+    assert ids[:3] == ["cluster.straggler_outside_capture", "host.host_work", "io.blocking_copies"]
+    assert "host.many_small_kernels" in ids[3:6]
     assert not {"cluster.uneven_ranks", "cluster.uneven_waits", "cluster.collective_straggler",
                 "parallel.pipeline_bubble", "parallel.few_micro_batches"} & set(ids)
     facts = extract_facts(load_profile(LEVEL1))

@@ -120,19 +120,22 @@ def test_comparing_the_pair_says_the_fix_delivered():
 
 def test_launch_gaps_measured_under_call_stacks_are_an_upper_bound(reports, tmp_path):
     """The tutorial recorded with record_shapes and with_stack (its ops carry Input Dims and a Call stack, though the
-    2021 header does not say so): the profiler's per-op cost is host time, so the launch-gap gain is flagged and at
-    most medium. The same trace without them keeps the measured gain at its own severity."""
+    2021 header does not say so): the profiler's per-op cost is host time, so the launch-gap gain is flagged and counts
+    half towards high — num_workers_0's 5.7 % of the step is medium. The same trace without them keeps the measured gain
+    at its own severity, high."""
     import gzip
     import json
 
-    (context,) = [f for f in reports["num_workers_4"].facts if f["type"] == "context"]
+    (context,) = [f for f in reports["num_workers_0"].facts if f["type"] == "context"]
     assert context["with_stack"] is True and context["record_shapes"] is True and context["compute_capability"] == "7.0"
-    launch = next(f for f in reports["num_workers_4"].findings if f.id == "gpu.launch_bound")
+    launch = next(f for f in reports["num_workers_0"].findings if f.id == "gpu.launch_bound")
     assert launch.instrumented_by == ["with_stack", "record_shapes"] and launch.severity == "medium"
-    assert launch.estimated_gain_ratio >= 0.05  # high by its share, if it were not measured under instrumentation
+    assert 0.05 <= launch.estimated_gain_ratio < 0.10  # high by its share, if it were not measured under instrumentation
     assert not next(f for f in reports["num_workers_0"].findings if f.id == "gpu.slow_dataloader").instrumented_by
+    wide = next(f for f in reports["num_workers_4"].findings if f.id == "gpu.launch_bound")
+    assert wide.instrumented_by and wide.estimated_gain_ratio >= 0.10 and wide.severity == "high"  # 12 %: high even halved
 
-    (source,) = (TUTORIAL / "num_workers_4").glob("*.pt.trace.json.gz")
+    (source,) = (TUTORIAL / "num_workers_0").glob("*.pt.trace.json.gz")
     trace = json.loads(gzip.decompress(source.read_bytes()))
     for event in trace["traceEvents"]:
         for key in ("Call stack", "Input Dims"):

@@ -67,6 +67,6 @@ def test_level0_says_wait_cannot_be_split_from_transfer(tmp_path):
     report = advisor.diagnose(tmp_path)
     exposed = next(f for f in report.findings if f.id == "communication.exposed_collectives")
     assert "profiler level Level0" in exposed.explanation
-    assert "waiting for peers and how much is moving data cannot be told apart" in exposed.explanation
+    assert "has no communication.json for this rank, which splits collective time into waiting for peers and moving data" in exposed.explanation
     action = " ".join(exposed.prescriptions[0].actions)
     assert "a Level0 (or Level_none) capture does not write it — re-collect at Level1" in action

@@ -271,7 +271,9 @@ def waited_peer(waits: dict[int, float] | None) -> dict[str, object]:
     peer = min(waits, key=lambda p: (-waits[p], p))
     share = waits[peer] / sum(waits.values())
     return {"waited_peer": peer, "waited_peer_us": waits[peer], "waited_peer_share": share,
-            "waited_for": f"local rank {peer} ({waits[peer]:,.0f} µs per step, {share:.0%} of the Notify_Wait time)"}
+            "straggler_hint": f" This rank's HCCL Notify_Wait tasks wait longest for local rank {peer} ({waits[peer]:,.0f} µs "
+                              f"per step, {share:.0%} of the Notify_Wait time): profile the whole communicator, "
+                              "starting with that rank, to see what delays it."}
 
 
 def rank_ranges(ranks: list[int]) -> str:
@@ -303,7 +305,7 @@ class Membership:
         if len(known) < len(profiled):
             return None
         absent = [r for r in range(self.size) if r not in known]
-        return f"local ranks {rank_ranges(absent)}" if absent else None
+        return f"local rank{'s' if len(absent) > 1 else ''} {rank_ranges(absent)}" if absent else None
 
 
 def matrix_members(matrix: Columns) -> dict[str, tuple[frozenset[int], int | None]]:

@@ -91,6 +91,8 @@ def copy_summary(copies: pd.DataFrame, steps: int) -> dict[str, object]:
     return {
         "pageable_memcpy_per_step": len(pageable) / steps,
         "pageable_copy_us_per_step": float(pageable["dur"].sum()) / steps,
+        "pageable_htod_per_step": int((pageable["direction"] == "HtoD").sum()) / steps,
+        "pageable_dtoh_per_step": int((pageable["direction"] == "DtoH").sum()) / steps,
         "copies_by_kind": "; ".join(f"{kind} {total / steps:,.0f} µs ({count / steps:g} per step)"
                                     for kind, (count, total) in grouped.iterrows()) or None,
     }

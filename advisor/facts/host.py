@@ -52,6 +52,13 @@ def compile_calls(apis: pd.DataFrame, names: RuntimeNames) -> pd.DataFrame:
     return steps if len(steps) else apis.loc[matching(apis["name"], names.compile)]
 
 
+def launch_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames) -> pd.DataFrame:
+    """The calls that launch device work: the runtime's launch calls, else (where they are not recorded) the task
+    queue's per-operator launches on the host lane."""
+    calls = apis.loc[matching(apis["name"], names.launch)]
+    return calls if len(calls) else host.loc[matching(host["name"], names.queued_launch)]
+
+
 def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, launches: pd.DataFrame,
                  windows: pd.DataFrame, names: RuntimeNames = ASCEND_RUNTIME,
                  blocking_copies: pd.DataFrame | None = None) -> dict[str, float | None]:
@@ -63,11 +70,11 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
     if blocking_copies is not None:
         blocking_copies = blocking_copies.loc[blocking_copies.index.isin(apis.index)]
     program_syncs, item_syncs, copy_syncs, allocator_syncs = sync_calls(apis, host, names, blocking_copies)
-    launch_calls = apis.loc[matching(apis["name"], names.launch), "dur"]
+    launches_made = launch_calls(apis, host, names)["dur"]
     free_calls = apis.loc[matching(apis["name"], names.free), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
     optimizer = host.loc[matching(host["name"], OPTIMIZER_STEP), "dur"]
-    launch_cost = float(launch_calls.mean()) if len(launch_calls) else None
+    launch_cost = float(launches_made.mean()) if len(launches_made) else None
     compute = inside(device, windows).loc[lambda d: matching(d["task_type"].fillna(""), names.compute_task)]
     latency = inside(launches, windows, "launch_ts")
     latency = (latency["device_ts"] - latency["launch_ts"]).clip(lower=0)
@@ -79,7 +86,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "item_sync_calls_per_step": len(item_syncs) / steps,
         "copy_sync_calls_per_step": len(copy_syncs) / steps,
         "allocator_sync_calls_per_step": len(allocator_syncs) / steps,
-        "launch_calls_per_step": len(launch_calls) / steps,
+        "launch_calls_per_step": len(launches_made) / steps,
         "graph_launches_per_step": int(matching(apis["name"], names.graph_launch).sum()) / steps,
         "device_sync_calls_per_step": int(matching(program_syncs["name"], DEVICE_SYNC).sum()) / steps,
         "dataloader_calls_per_step": len(dataloader_calls(host)) / steps,

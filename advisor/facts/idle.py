@@ -28,13 +28,14 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.gpu import DRAIN_WAIT_US, copy_kinds, draining_copy_calls
-from advisor.facts.host import OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, matching, sync_calls
+from advisor.facts.host import (OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, launch_calls, matching,
+                                 sync_calls)
 from advisor.facts.models import Fact, IdleFact
 from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.kinetosteps import first_start, launch_times, per_window, step_windows
-from advisor.ingest.warmup import warmup_by_step
+from advisor.ingest.warmup import first_call_launches, warmup_by_step
 from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
 
 HOST_PARTS = ("dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad")
@@ -191,7 +192,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         return []
     trace, names = rank.trace, traits(rank.platform).runtime
     platform = traits(rank.platform)
-    pageable, blocking, warmup = EMPTY, None, frozenset()
+    pageable, blocking, warmup, first_calls = EMPTY, None, frozenset(), pd.Index([])
     if rank.kineto is not None:
         gpu, runtime = rank.kineto.gpu, rank.kineto.runtime
         if gpu.empty:  # a CPU-only trace: there is no device to be idle
@@ -204,6 +205,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         pageable = _pageable_spans(gpu, runtime)
         blocking = draining_copy_calls(gpu, runtime, names.copy_call)
         warmup = frozenset(warmup_by_step(rank.kineto, windows))
+        first_calls = first_call_launches(gpu, runtime).index  # set-up, not launch overhead (trace.apis shares the index)
         source = f"{show(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
     else:
         kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame()
@@ -234,12 +236,19 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     # the allocator's synchronisations are its idle
     program_syncs, item_syncs, copy_syncs, _allocator_syncs = sync_calls(apis, trace.host, names, blocking)
     copies = union(np.concatenate([copies, spans(apis.loc[matching(apis["name"], names.copy_call)])]))
-    operators = trace.host.loc[trace.host["name"].str.startswith("aten::")] if platform.records_every_operator else None
+    operators = trace.host.loc[trace.host["name"].str.startswith("aten::")]
+    operators = operators if len(operators) else None  # a capture without the framework's ops cannot say where the host was
+    launching = launch_calls(apis, trace.host, names).drop(first_calls, errors="ignore")
 
     syncs, item_spans, copy_spans = (after_syncs(calls, busy) for calls in (program_syncs, item_syncs, copy_syncs))
-    activity = {"launch_calls": spans(apis.loc[matching(apis["name"], names.launch)]),
+    aclop = spans(apis.loc[matching(apis["name"], names.operator_execution)])
+    # a task queue's launch (Dequeue@, where the runtime's launch calls are not recorded) runs the operator's whole host
+    # path, aclop's compile-and-execute included, which is not launching
+    queued = not matching(apis["name"], names.launch).any()
+    launching_only = subtract(spans(launching), aclop) if queued else spans(launching)
+    activity = {"launch_calls": launching_only,
                 "graph_launches": spans(apis.loc[matching(apis["name"], names.graph_launch)]),
-                "aclop": spans(apis.loc[matching(apis["name"], names.operator_execution)]),
+                "aclop": aclop,
                 **({"operators": spans(operators)} if operators is not None else {})}
 
     def split(idle: np.ndarray) -> IdleSplit:
@@ -263,11 +272,11 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         mean_step = (breakdown.step_time_us if breakdown is not None and breakdown.step_time_us
                      else float((windows["end"] - windows["start"]).mean()))
         spread["outlier_excess_share_of_step"] = share(spread["outlier_excess_us"], mean_step)
-    launch_calls = inside(apis.loc[matching(apis["name"], names.launch)], typical)
-    launches = len(launch_calls) / count
+    launched = inside(launching, typical)
+    launches = len(launched) / count
     per_launch = platform.host_us_per_launch
     if per_launch is None:
-        per_launch = float(launch_calls["dur"].mean()) if len(launch_calls) else 0.0
+        per_launch = length(intersect(launching_only, _window_set(typical))) / len(launched) if len(launched) else 0.0
     within = {name: value / count for name, value in found.sub.items() if name.startswith("dispatch_in_")}
     per_kernel = per_step["dispatch"] / launches if launches else None
     explained = min(per_step["dispatch"], max(launches * per_launch, within["dispatch_in_launch_calls"]))
@@ -281,7 +290,8 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=found.sub["item_sync"] / count,
         copy_sync_us=found.sub["copy_sync"] / count, pageable_copy_us=found.sub["pageable_copy"] / count,
         launches_per_step=launches, launch_explained_us=explained, dispatch_per_launch_us=per_kernel,
-        launch_explained_share=share(explained, per_step["dispatch"]) if per_step["dispatch"] > 0 else None,
+        launch_explained_share=(share(explained, per_step["dispatch"])  # unknown where no launch is recorded
+                                if per_step["dispatch"] > 0 and len(launching) else None),
         dispatch_in_launch_calls_us=within["dispatch_in_launch_calls"],
         dispatch_in_graph_launches_us=within["dispatch_in_graph_launches"], dispatch_in_aclop_us=within["dispatch_in_aclop"],
         dispatch_in_operators_us=within.get("dispatch_in_operators"), dispatch_top_operator=top,

@@ -109,7 +109,7 @@ class OperatorFact(Fact):
     rank: int = Field(ge=0, description="Rank.")
     op_type: str = Field(description="Operator type (kernel_details Type; the kernel Name when the type is unknown).")
     accelerator_core: str | None = Field(None, description="AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, …")
-    type_source: Literal["type", "name"] = Field(description="'name' when Type was N/A (Level0) and Name was used.")
+    type_source: Literal["type", "name"] = Field(description="'name' when Type was N/A (Level0) or 0 (some memset kernels) and Name was used.")
     count_per_step: NonNegative = Field(description="Kernel launches per step.")
     total_us_per_step: Duration = Field(description="Summed kernel duration per step, µs.")
     mean_us: Duration = Field(description="Mean kernel duration, µs.")
@@ -258,7 +258,7 @@ class CommunicationFact(Fact):
     times_note: str = Field("", description="For the explanations: how the split was measured where it is not CANN's "
                             "Communication Time Info (empty then), as a sentence that starts with a space.")
     communicator: str | None = Field(None, description="The communicator of group_size in words, e.g. 'the 8-rank "
-                                     "communicator dp', or 'the communicator …868 (its size not recorded)'.")
+                                     "communicator dp', or 'the communicator …868 of unrecorded size'.")
     group_size: int | None = Field(
         None, ge=1, description="Members of the communicator this rank waits in most (else the largest it uses): "
         "parallel_group_info global_ranks, else at least the local ranks its communication_matrix links reach.")
@@ -275,7 +275,14 @@ class CommunicationFact(Fact):
     waited_peer: int | None = Field(None, ge=0, description="The communicator-local rank this rank's HCCL Notify_Wait tasks wait for longest (their 'dst rank', trace_view.json); None when the trace has none.")
     waited_peer_us: Duration | None = Field(None, description="Its Notify_Wait time per step, µs.")
     waited_peer_share: Ratio | None = Field(None, description="waited_peer_us / the Notify_Wait time per step for every peer.")
-    waited_for: str = Field("not recorded (no Notify_Wait task in the trace names a peer)", description="The same in words, for the explanations, e.g. 'local rank 5 (101,683 µs per step, 90 % of the Notify_Wait time)'.")
+    straggler_hint: str = Field(
+        " No Notify_Wait task in the trace names a peer: profile the whole communicator to see which member delays it.",
+        description="For the explanations, a sentence that starts with a space: whom to profile first — the peer "
+        "waited for longest, e.g. 'local rank 5 (101,683 µs per step, 90 % of the Notify_Wait time)', where known.")
+    arrival: str | None = Field(
+        None, description="For the explanations: who had arrived when the wait for members outside the profile began "
+        "and for whom they wait, e.g. 'the 2 profiled members of the 8-rank communicator had arrived: they wait "
+        "together, at the same time, for members that were not profiled (local ranks 2–7)'.")
     p2p_us: Duration = Field(0.0, description="Time per step of this rank's P2P ops (send, receive, batchSendRecv: the pipeline's transfers, "
                              "reported as its bubble by the stage facts), µs: the part of the exposed communication the collectives do not explain.")
 
@@ -494,6 +501,8 @@ class GpuFact(Fact):
     matrix_precision: str | None = Field(None, description="The precision most matrix-math time runs in (≥ 60 %): fp8, int8, bf16, fp16, tf32, fp32, fp64, unknown — or mixed; None without matrix math.")
     tensor_cores: bool | None = Field(None, description="Whether the GPU has tensor cores (NVIDIA compute capability ≥ 7.0); None when the trace does not record it or the GPU is AMD's.")
     pageable_memcpy_per_step: NonNegative = Field(description="Host↔device copies from or to pageable memory per step (Memcpy … (Pageable -> Device) / (Device -> Pageable)): staged through a driver buffer, not overlappable; pinned memory avoids them.")
+    pageable_htod_per_step: NonNegative = Field(0.0, description="Of them, copies to the device (Memcpy HtoD (Pageable -> Device)): batches and tensors built on the host, what pinning the source fixes.")
+    pageable_dtoh_per_step: NonNegative = Field(0.0, description="Of them, copies back to the host (Memcpy DtoH (Device -> Pageable)): .item(), .cpu(), .tolist() reads, synchronous by nature; a pinned destination with non_blocking=True, or fewer reads, fixes them.")
     pageable_copy_us_per_step: Duration = Field(0.0, description="GPU time of those pageable copies per step, µs.")
     cast_us_per_step: Duration = Field(0.0, description="GPU time per step in dtype-conversion kernels (LoadWithCast/StoreWithCast copies, bfloat16/float16 copy kernels): autocast's per-op casts, .to(dtype), .float(), µs.")
     cast_share_of_compute: Ratio = Field(0.0, description="cast_us_per_step as a share of compute-kernel time.")
@@ -570,9 +579,9 @@ class IdleFact(Fact):
     dispatch_us: Duration = Field(description="Idle before a task launched only after the device had drained, µs per step.")
     launches_per_step: NonNegative = Field(0.0, description="Kernel launch calls per typical step (cudaLaunchKernel…, cudaGraphLaunch, Node@launch).")
     dispatch_per_launch_us: Duration | None = Field(None, description="dispatch_us / launches_per_step: the wait per launched kernel — eager dispatch costs 10–50 µs of host time per kernel; far more means other host work (None without launches).")
-    launch_explained_us: Duration = Field(0.0, description="The part of dispatch_us that launching can explain, µs per step: the larger of launches_per_step × the host time one launch costs — on a GPU 50 µs, eager PyTorch's per-kernel host time at the high end (Python, dispatcher, launch call); on Ascend the launch call's measured time (the task queue launches on a thread of its own) — and the time measured inside launch calls (dispatch_in_launch_calls_us). What graph mode or fewer, larger kernels would take away.")
-    launch_explained_share: Ratio | None = Field(None, description="launch_explained_us / dispatch_us (None without dispatch idle): below ~0.5 the host is busy with other work than launching.")
-    dispatch_in_launch_calls_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside launch calls (cudaLaunchKernel…, cudaGraphLaunch, Node@launch), µs per step.")
+    launch_explained_us: Duration = Field(0.0, description="The part of dispatch_us that launching can explain, µs per step: the larger of launches_per_step × the host time one launch costs — on a GPU 50 µs, eager PyTorch's per-kernel host time at the high end (Python, dispatcher, launch call); on Ascend the launch call's measured time, Node@launch, else (Level0, no CANN lane) the task queue's Dequeue@ events less any aclop compile-and-execute inside them (the task queue launches on a thread of its own) — and the time measured inside launch calls (dispatch_in_launch_calls_us). First-call launches of a millisecond or more (set-up, ingest.warmup) are left out. What graph mode or fewer, larger kernels would take away.")
+    launch_explained_share: Ratio | None = Field(None, description="launch_explained_us / dispatch_us (None without dispatch idle, or where the capture records no launch): below ~0.5 the host is busy with other work than launching.")
+    dispatch_in_launch_calls_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside launch calls (cudaLaunchKernel…, cudaGraphLaunch, Node@launch, else the task queue's Dequeue@ events outside aclop), µs per step.")
     dispatch_in_graph_launches_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside graph launches (cudaGraphLaunch, aclmdlRIExecuteAsync): a replay's launch cost the device waits for, µs per step.")
     dispatch_in_aclop_us: Duration = Field(0.0, description="Ascend: the part of dispatch_us the host spends inside AscendCL@aclopCompileAndExecute, the legacy aclop operator path (operator selection, compile-cache lookup and launch on the host; jit_compile=True), µs per step.")
     dispatch_in_operators_us: Duration | None = Field(None, description="The part of dispatch_us the host spends inside framework operators (aten:: ops), µs per step; None where the trace does not record every operator (Ascend).")

@@ -22,7 +22,8 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
 
     Collectives (Accelerator Core HCCL/COMMUNICATION, or names starting with ``hcom_``) and a GPU trace's memory
     copies and sets (MEMORY) are not compute.
-    Where Type is unknown (Level0 writes N/A) the kernel Name stands in and ``type_source`` says so.
+    Where Type is unknown (Level0 writes N/A; torch_npu writes 0 for some memset kernels) the kernel Name stands in and
+    ``type_source`` says so.
     """
     core = kernels["accelerator_core"] if "accelerator_core" in kernels else pd.Series(None, index=kernels.index, dtype=object)
     name = kernels["name"].fillna("")
@@ -30,7 +31,7 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
                | name.str.lower().str.startswith("hcom_"))
     rows = kernels.loc[~is_comm & kernels["duration_us"].notna() & (kernels["duration_us"] >= 0)]
     op_type = rows["type"] if "type" in rows else pd.Series(pd.NA, index=rows.index, dtype="str")
-    known = op_type.notna()
+    known = op_type.notna() & (op_type.astype(str) != "0")
     columns = {
         "step": rows["step"] if "step" in rows else pd.NA,
         "type": op_type.where(known, rows["name"]),

@@ -25,6 +25,8 @@ class RuntimeNames:
     compile_step: re.Pattern[str]  # the compilation itself inside a compile call, where the runtime records it
     sync: re.Pattern[str]
     launch: re.Pattern[str]
+    queued_launch: re.Pattern[str]  # a host-lane event per operator launched from a task queue: the launches where the
+    # runtime's own launch calls are not recorded (torch_npu's Dequeue@ events, at Level0 which has no CANN lane)
     free: re.Pattern[str]
     allocator: re.Pattern[str]
     compute_task: re.Pattern[str]
@@ -39,6 +41,7 @@ ASCEND_RUNTIME = RuntimeNames(
     compile_step=re.compile(r"^AscendCL@opCompile$"),  # aclopCompileAndExecute also runs the operator
     sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
     launch=re.compile(r"^Node@launch$"),
+    queued_launch=re.compile(r"^Dequeue@(?!(record|wait|destroy)_event$)"),  # not the queue's event bookkeeping
     free=re.compile(r"^AscendCL@aclrtFree(Physical)?$"),
     allocator=re.compile(r"^AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$"),
     compute_task=re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
@@ -53,6 +56,7 @@ GPU_RUNTIME = RuntimeNames(
     compile_step=re.compile(r"^(nvrtc|hiprtc)Compile"),
     sync=re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$"),
     launch=KERNEL_LAUNCH,
+    queued_launch=re.compile(r"(?!)"),  # CUDA launches from the calling thread: its launch calls are recorded
     free=re.compile(r"^(cuda|hip)Free(Async)?$"),
     allocator=re.compile(r"^(cuda|hip)(Malloc|Free)(Async|Host|Managed)?$"),
     compute_task=re.compile(r"^compute$"),
@@ -78,18 +82,15 @@ class PlatformTraits:
     allocator_on_host: bool  # allocator events are host calls, counted in ProfilerStep windows (else device windows)
     collectives_carry_traffic: bool  # its communication tables say what each collective moved (HCCL's do; NCCL
     # kernels matched across ranks do not), which the MC2 candidates and the bandwidth facts need
-    records_every_operator: bool  # its host table holds every framework op (a PyTorch trace's aten:: ops), so where
-    # the host was during the device's idle time can be told op by op; the Ascend readers keep only a few ops
     host_us_per_launch: float | None  # the host time one kernel costs on the thread that launches it; None: the
     # launch call's own measured time (torch_npu's task queue launches on a thread of its own)
 
 
 PLATFORM_TRAITS: dict[Platform, PlatformTraits] = {
     "ascend": PlatformTraits(runtime=ASCEND_RUNTIME, host_process="Python", allocator_on_host=False,
-                             collectives_carry_traffic=True, records_every_operator=False, host_us_per_launch=None),
+                             collectives_carry_traffic=True, host_us_per_launch=None),
     "gpu": PlatformTraits(runtime=GPU_RUNTIME, host_process="cpu_op", allocator_on_host=True,
-                          collectives_carry_traffic=False, records_every_operator=True,
-                          host_us_per_launch=EAGER_GPU_US_PER_LAUNCH),
+                          collectives_carry_traffic=False, host_us_per_launch=EAGER_GPU_US_PER_LAUNCH),
 }
 
 

@@ -634,6 +634,8 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     for row in cluster.summaries.get(meta.rank, []):
         collective = row["kind"] == "collective" and group is not None
         outside_us = outside_ms * 1000 / step_count if row["kind"] == "collective" else 0.0
+        communicator = _communicator_text(group, member, cluster) if collective else None
+        missing = (member.missing(profiled[group]) if member is not None else UNSIZED_MISSING) if collective else None
         facts.append(
             CommunicationFact(
                 id=f"communication:r{meta.rank}:{row['kind']}",
@@ -643,10 +645,11 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 **{k: float(row[k]) for k in CommunicationFact.model_fields if k in row and k not in ("kind",)},
                 times_from="spans" if spans else "time_info",
                 times_note=SPANS_NOTE if spans else "",
-                communicator=_communicator_text(group, member, cluster) if collective else None,
+                communicator=communicator,
                 group_size=member.size if collective and member is not None else None,
                 group_ranks_profiled=len(profiled[group]) if collective else None,
-                missing_ranks=(member.missing(profiled[group]) if member is not None else UNSIZED_MISSING)
+                missing_ranks=missing,
+                arrival=_arrival(len(profiled[group]), communicator, missing, sum(1 for _, ms in outside if ms > 0))
                 if collective else None,
                 outside_wait_us=outside_us,
                 outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
@@ -682,7 +685,16 @@ SPAN_SOURCE = "HCCL/Communication process: hcom_* op spans, args count and data_
 SPANS_NOTE = (" The capture has no communication.json: these times come from the collectives' spans on the trace's HCCL "
               "lane, matched across the profiled ranks by their order, and the transit is an upper bound — each op's "
               "payload at the fastest rate its communicator reached, plus its shortest op.")
-UNSIZED_MISSING = "their number and ranks not recorded: no parallel_group_info, no communication_matrix.json"
+UNSIZED_MISSING = "the capture records neither their number nor their ranks: no parallel_group_info, no communication_matrix.json"
+
+
+def _arrival(profiled: int, communicator: str, missing: str | None, waiting_groups: int) -> str:
+    """Who had arrived when the wait for members outside the profile began, and for whom they wait, in words."""
+    where = communicator if waiting_groups < 2 else f"its {waiting_groups} communicators with unprofiled members (most in {communicator})"
+    whom = "members that were not profiled" + (f" ({missing})" if missing else "")
+    if profiled == 1:
+        return f"this rank, the only profiled member of {where}, had arrived: it waits for {whom}"
+    return f"the {profiled} profiled members of {where} had all arrived: they wait together, at the same time, for {whom}"
 
 
 def _communicator_text(group: str, member: Membership | None, cluster: ProfileScope) -> str:
@@ -690,7 +702,7 @@ def _communicator_text(group: str, member: Membership | None, cluster: ProfileSc
     known = cluster.known.get(group)
     name = f" {known.name}" if known is not None else f" {group}" if group.startswith("…") else ""
     if member is None:
-        return f"the communicator{name} (its size not recorded)"
+        return f"the communicator{name} of unrecorded size"
     return f"the {member.size}-rank communicator{name}"
 
 

@@ -88,8 +88,9 @@ def cadence_note(trace: KinetoTrace, breakdown: pd.DataFrame) -> str | None:
     measured = float((breakdown["end_us"] - breakdown["start_us"]).mean())
     if not host or abs(measured - host) <= 0.02 * host:
         return None
-    why = ("the GPU runs behind the host, so each step lasts until the GPU work it launched ends, as tb-profiler's step "
-           "does" if measured > host else
+    why = ("the GPU runs behind the host, so each step lasts until the GPU work it launched ends (tb-profiler extends "
+           "its steps the same way, but its mean can differ where it keeps steps this one re-bases or leaves out)"
+           if measured > host else
            "the steps leave out GPU work launched before the capture and warm-up steps, which the ProfilerStep events "
            "hold")
     return (f"ProfilerStep events last {host / 1000:,.1f} ms on average on the host; the steps last "

@@ -10,12 +10,8 @@ import re
 from advisor.vocabulary import Platform
 
 API_OPS: dict[Platform, re.Pattern[str]] = {
-    # torch_npu traces are large: only the ops the facts count — host reads of device values, copies between host
-    # and device (.to(), .cpu()), and ops that fused kernels replace
-    "ascend": re.compile(
-        r"aten::(item|_local_scalar_dense|_to_copy|nonzero|index_put_?|masked_fill_?|_?softmax|rsqrt|neg|cat|silu|"
-        r"gelu|native_layer_norm|native_group_norm|one_hot|repeat_interleave|gather)$"
-    ),
+    # every framework op, torch_npu's own (npu::) among them: where the host is while the device waits is told op by op
+    "ascend": re.compile(r"aten::|npu::"),
     "gpu": re.compile(r"aten::"),  # a PyTorch trace: every aten:: op
 }
 

@@ -44,9 +44,9 @@ NOTIFY_WAIT = "Notify_Wait"  # an HCCL task waiting for a peer's notify; args na
 COLLECTIVE_OP = "hcom_"  # a collective or P2P op on its communicator's op-level thread (hcom_allReduce__868_0_1)
 LAUNCH_FLOW = "HostToDevice"
 OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Overlapped)", "Free"})
-# Host events the facts use: step boundaries, data loading, optimizer steps and zero_grad, SyncBatchNorm (GC is kept by
-# category).
-HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.(step|zero_grad)#|SyncBatchNorm", re.IGNORECASE)
+# Host events the facts use: step boundaries, data loading, optimizer steps and zero_grad, SyncBatchNorm, the task
+# queue's launches (Dequeue@<op>) (GC is kept by category).
+HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.(step|zero_grad)#|SyncBatchNorm|^Dequeue@", re.IGNORECASE)
 API_EVENTS = re.compile(
     r"AscendCL@aclopCompileAndExecute$|AscendCL@opCompile$|AscendCL@aclrtSynchronize|Node@launch$|"
     r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$|"

@@ -272,7 +272,7 @@ def profile_line(report: Report, words: dict[str, str]) -> str:
     info = report.input
     parts = [f"{words['format']}: {info.format}", f"{words['ranks']}: {fmt_ranks(info.ranks)}"]
     if info.steps:
-        parts.append(f"{words['step_ids']}: {fmt_ranks(info.steps)}")
+        parts.append(f"{words['step_ids']}: {fmt_ranks(info.steps)}" + (f" ({info.steps_marked_by})" if info.steps_marked_by else ""))
     if info.format.startswith("ascend") and info.profiler_level:
         parts.append(f"{words['profiler_level']}: {info.profiler_level}")
     if info.hardware:

@@ -1,0 +1,172 @@
+"""What a second expert reading of every real profile's report called wrong, misleading or overstated (issue 26), each
+pinned on the real profile it was found in: host time attributed where the capture records the framework's ops,
+one-off first-call launches kept out of launch overhead, advice that follows the copies' direction, the workload and
+the operator already in use, whole sentences where a field is missing, gaps no fix recovers left uncharged, and
+severities that follow the gain."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES, REAL
+
+from advisor.diagnose import diagnose
+
+ASCEND = FIXTURES / "ascend-more"
+KINETO = FIXTURES / "kineto-more"
+H200 = FIXTURES / "h200-recorded"
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict:
+    cache: dict = {}
+
+    def get(path):
+        if path not in cache:
+            cache[path] = diagnose(path)
+        return cache[path]
+
+    return get
+
+
+def _fact(report, family: str, rank: int = 0) -> dict:
+    return next(f for f in report.facts if f["type"] == family and f.get("rank") == rank)
+
+
+def _finding(report, rule_id: str):
+    return next(f for f in report.findings if f.id == rule_id)
+
+
+def _actions(finding) -> str:
+    return " ".join(action for p in finding.prescriptions for action in p.actions)
+
+
+# --- where the host is while the device waits ---------------------------------------------------------------------
+
+
+def test_ascend_level1_host_time_is_told_op_by_op(reports):
+    """The Python lane records every aten op: the wait is named by operator, ~130 µs of host time per launched kernel
+    (Node@launch), not 'too few of the host's own operators to say'."""
+    idle = _fact(reports(REAL), "idle")
+    assert idle["launches_per_step"] == 191.0
+    assert 100 < idle["dispatch_per_launch_us"] < 160
+    assert idle["dispatch_in_operators_us"] > 0.7 * idle["dispatch_us"]
+    assert idle["dispatch_top_operator"].startswith("aten::")
+    assert "too few of the host's own operators" not in idle["dispatch_host_activity"]
+
+
+def test_ascend_level0_launches_are_the_task_queues_dequeues(reports):
+    """Level0 has no CANN lane: the launches are the Dequeue@ events (127 a step, not the queue's event bookkeeping),
+    so the launch cost is measured rather than printed as 'n/a µs per launched kernel … 0 launches'."""
+    report = reports(ASCEND / "text-level0-2ranks")
+    idle = _fact(report, "idle")
+    assert idle["launches_per_step"] == 127.0
+    assert idle["launch_explained_share"] is not None and 0.2 < idle["launch_explained_share"] < 0.5
+    assert idle["dispatch_top_operator"] == "aten::to"  # the batch's blocking copy at the step's start
+    work = _finding(report, "host.host_work")
+    assert "n/a" not in work.explanation and "0 launches" not in work.explanation
+
+
+def test_aclop_time_inside_a_dequeue_is_not_launch_time(reports):
+    """The msprof fixture's queue thread runs aclopCompileAndExecute inside its Dequeue@ events: launching explains
+    only what is left of them, and the aclop finding keeps its lead."""
+    report = reports(ASCEND / "msprof-analyze-fixture")
+    idle = _fact(report, "idle")
+    assert idle["dispatch_in_aclop_us"] == pytest.approx(3790, abs=5)
+    assert idle["launch_explained_us"] < idle["dispatch_us"] - idle["dispatch_in_aclop_us"]
+    assert report.findings[0].id == "host.host_work" and "jit_compile=False" in _actions(report.findings[0])
+
+
+def test_a_first_call_launch_is_set_up_not_launch_overhead(reports):
+    """hta-amd: one 6.5 ms hipLaunchKernel loads a code object. Left out, 13 launches explain 650 µs of the 8.8 ms
+    wait, so no launch-bound finding and no CUDA-graph advice: the host is inside aten::add_."""
+    report = reports(KINETO / "hta-amd_trace")
+    idle = _fact(report, "idle")
+    assert idle["launches_per_step"] == 13.0 and idle["launch_explained_us"] == pytest.approx(650.0)
+    assert idle["dispatch_top_operator"] == "aten::add_"
+    assert "gpu.launch_bound" not in [f.id for f in report.findings]
+
+
+# --- advice that follows the data -----------------------------------------------------------------------------------
+
+
+def test_pageable_reads_back_get_read_back_advice_not_pin_memory(reports):
+    """trace_diff's pageable copies are 1–2-byte DtoH reads (.item(), .cpu()); its batches already arrive pinned."""
+    report = reports(KINETO / "hta-trace_diff-control")
+    gpu = _fact(report, "gpu", rank=3)
+    assert gpu["pageable_htod_per_step"] == 0 and gpu["pageable_dtoh_per_step"] > 0
+    actions = _actions(_finding(report, "gpu.pageable_copies"))
+    assert "pin_memory=True" not in actions and "Read results back less often" in actions
+
+
+def test_a_decode_loop_is_not_told_to_read_its_loss_every_100_steps(reports):
+    """decode_graph's steps are a serving engine's iterations: the training template ('.item() once per logging
+    interval') is left out, the asynchronous read-back of the sampled token is given."""
+    sync = _finding(reports(H200 / "decode_graph_small"), "gpu.host_sync")
+    actions = _actions(sync)
+    assert "logging interval" not in actions and "async scheduling" in actions
+
+
+def test_a_training_loop_is_not_told_about_serving_engines(reports):
+    report = reports(FIXTURES / "pytorch-tutorial-resnet50" / "num_workers_4")
+    for finding in report.findings:
+        assert "async scheduling" not in _actions(finding)
+
+
+def test_a_fused_operator_is_not_told_to_use_itself(reports):
+    """server-rank0's dominant operator is FlashAttentionScore, npu_fusion_attention's own kernel."""
+    dominant = _finding(reports(ASCEND / "server-rank0"), "operator.dominant_type")
+    assert dominant.key == "FlashAttentionScore"
+    assert "npu_fusion_attention" not in _actions(dominant)
+
+
+def test_a_memset_typed_0_is_named_by_its_kernel(reports):
+    """torch_npu writes Type 0 for NonZero's memset kernels: no operator type called '0'."""
+    report = reports(ASCEND / "server-rank0")
+    types = {f["op_type"] for f in report.facts if f["type"] == "operator"}
+    assert "0" not in types and "NonZero_MemSet" in types
+
+
+# --- sentences, charges and severities ------------------------------------------------------------------------------
+
+
+def test_one_profiled_rank_waits_alone_in_words(reports):
+    outside = _finding(reports(ASCEND / "server-rank0"), "cluster.straggler_outside_capture")
+    assert "this rank, the only profiled member of its 3 communicators with unprofiled members (most in the 2-rank communicator), had arrived: it waits for members that were not profiled (local rank 1)" in outside.explanation
+    assert "the 1 profiled members" not in outside.explanation and "not recorded (" not in outside.explanation
+    assert "No Notify_Wait task in the trace names a peer" in outside.explanation
+
+
+def test_a_gap_the_outside_straggler_hides_is_not_charged(reports):
+    """text-level0: rank 0 waits 16.9 ms more than rank 1, but both then wait 59 ms for members outside the capture
+    and leave the AllReduce together: a faster rank 1 would save nothing."""
+    report = reports(ASCEND / "text-level0-2ranks")
+    assert "cluster.uneven_waits" not in [f.id for f in report.findings]
+    exposed = _finding(report, "communication.exposed_collectives")
+    assert "cannot be told apart" not in exposed.explanation  # the straggler finding does tell them apart, roughly
+
+
+def test_idle_without_a_timeline_claims_no_gain_and_says_what_to_collect(reports):
+    report = reports(ASCEND / "server-rank0")
+    ids = [f.id for f in report.findings]
+    assert "host.device_idle" not in ids
+    unattributed = _finding(report, "profiling.idle_unattributed")
+    assert unattributed.estimated_gain_us is None and unattributed.severity == "medium"
+    assert "trace_view.json" in _actions(unattributed)
+
+
+def test_a_large_assumed_gain_is_high_and_a_catch_all_is_not(reports):
+    """train_fp32's FP32-on-CUDA-cores gain (70 % of the step, ×0.75 assumed) is high; host.device_idle's checklist
+    never is (the msprof fixture: 36 % assumed)."""
+    assert _finding(reports(H200 / "train_fp32"), "gpu.cuda_core_gemm").severity == "high"
+    assert _finding(reports(ASCEND / "msprof-analyze-fixture"), "host.device_idle").severity == "medium"
+
+
+def test_an_upper_bound_of_most_of_the_step_is_high(reports):
+    """decode_eager: launch gaps are 82 % of the step under record_shapes/with_stack: an upper bound, still high."""
+    launch = _finding(reports(H200 / "decode_eager_small"), "gpu.launch_bound")
+    assert launch.instrumented_by and launch.severity == "high"
+
+
+def test_the_report_says_what_marks_its_steps(reports):
+    assert reports(H200 / "decode_graph_small").input.steps_marked_by == "the serving engine's execute_model iterations"
+    assert reports(REAL).input.steps_marked_by == "ProfilerStep#N markers"
