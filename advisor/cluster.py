@@ -38,6 +38,7 @@ from advisor.facts.cluster import collective_stragglers
 from advisor.facts.rank import rank_facts
 from advisor.facts.reduce import FactSet, group_waits, reduce_facts, stacked, step_counts
 from advisor.facts.scope import RankFacts
+from advisor.ingest import read_layout_service
 from advisor.ingest.columns import records
 from advisor.ingest.discover import discover
 from advisor.ingest.formats import format_of
@@ -67,7 +68,8 @@ class RankTask:
     """One rank to read and analyse: an Ascend rank directory, a PyTorch trace … (``kind``: its Profile.format, which
     names its input format in ``ingest.formats``).
 
-    ``rank`` is the rank's number (for a trace: the number to give it, see ``_traces``); ``survey`` reads only the
+    ``rank`` is the rank's number (for a trace: the number to give it, see ``_traces``); ``stage`` and ``companions``
+    the serving phase of its capture and the captures of its other phases (``RankDir``); ``survey`` reads only the
     cluster-level files; ``serial`` forbids forking inside the task (it runs in a Dask worker's thread); ``options``
     are the run's (without the progress listener on Dask)."""
 
@@ -76,6 +78,8 @@ class RankTask:
     base: Path
     rank: int
     kind: str
+    stage: str | None = None
+    companions: tuple[tuple[str, Path], ...] = ()
     survey: bool = False
     user: UserContext | None = None
     serial: bool = False
@@ -98,7 +102,8 @@ def run_rank_task(task: RankTask) -> RankOutcome:
 
 def _run(task: RankTask) -> RankOutcome:
     coverage = Coverage()
-    data = format_of(task.kind).read(RankDir(task.path, task.output_dir, task.rank), task.base, coverage, task.survey)
+    data = format_of(task.kind).read(RankDir(task.path, task.output_dir, task.rank, task.stage, task.companions),
+                                     task.base, coverage, task.survey)
     if data is None:  # a trace that could not be read
         return RankOutcome(coverage, None)
     data.rank = task.rank  # a trace's own rank stays in RankFacts.recorded_rank
@@ -160,9 +165,10 @@ def run(path: Path, user: UserContext | None = None, options: RunOptions | None 
                 triage = None
             else:
                 outcomes, coverage, triage = _rank_dirs(layout, user, runner, mode)
+        service = read_layout_service(layout, coverage)  # service-level data: once, here, not in a rank's task
     ranks = [o.facts for o in outcomes if o.facts is not None]
     profile = Profile(root=path, base=layout.base, format=layout.format, ranks=[r.meta for r in ranks],
-                      coverage=coverage, triage=triage)
+                      coverage=coverage, triage=triage, service=service)
     return profile, reduce_facts(profile, ranks, user)
 
 
@@ -170,7 +176,8 @@ def _rank_dirs(layout: Layout, user: UserContext | None, runner: _Runner, mode: 
                ) -> tuple[list[RankOutcome], Coverage, Triage | None]:
     coverage = Coverage(warnings=list(layout.warnings))
     found = [r for r in layout.ranks if r.rank is not None]
-    tasks = [RankTask(r.path, r.output_dir, layout.base, r.rank, layout.format, user=user) for r in found]
+    tasks = [RankTask(r.path, r.output_dir, layout.base, r.rank, layout.format, r.stage, r.companions, user=user)
+             for r in found]
     triage = None
     if mode == "auto" and len(tasks) > TRIAGE_ABOVE:
         outcomes = runner.map([replace(t, survey=True) for t in tasks])
@@ -235,7 +242,7 @@ def _traces(layout: Layout, rank_hint: Callable[[Path], int | None], user: UserC
     coverage = Coverage(warnings=list(layout.warnings))
     hints = [rank_hint(t.path) for t in layout.ranks]
     planned, _ = number_traces([h if h is not None and h >= 0 else -1 for h in hints])
-    tasks = [RankTask(t.path, t.output_dir, layout.base, number, layout.format, user=user)
+    tasks = [RankTask(t.path, t.output_dir, layout.base, number, layout.format, t.stage, t.companions, user=user)
              for t, number in zip(layout.ranks, planned)]
     outcomes = runner.map(tasks)
     for outcome in outcomes:

@@ -221,13 +221,15 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
         tool=ToolInfo(version=VERSION, packs=base_report.tool.packs), lang=lang, base=base_side, target=target_side,
         comparable=not reasons, not_comparable_because=reasons,
         headline=(_not_comparable_headline(base_side, target_side, words) if reasons
-                  else _headline(base_side, target_side, findings, base_report, target_report, words)),
+                  else _headline(base_side, target_side, findings, base_report, target_report, words))
+        + _serving_headline(serving_rows(base_report, target_report), words),
         breakdown=[_row(f.component, f) for f in rows.get("step_delta", [])],
         operators=[_row(f.key, f, _types(f, by)) for f in _largest_changes(rows.get("operator_delta", []))],
         operators_matched_by=by,
         collectives=[_row(f.collective, f) for f in rows.get("collective_delta", [])],
         memory=[Row(name="peak_reserved_mb", base=f.base_peak_mb, target=f.target_peak_mb, diff=f.diff_mb, ratio=f.ratio)
                 for f in rows.get("memory_delta", [])],
+        serving=serving_rows(base_report, target_report),
         findings=findings,
         changes=_changes(base_report, target_report),
         gain_check=None if reasons else _gain_check(base_report, target_report, base_side, target_side),
@@ -346,6 +348,32 @@ def _headline(base: Side, target: Side, findings: list[Finding], base_report: Re
         key = "headline_remaining" if shorter else "headline_first"
         text += " " + words[key].format(finding=_titled(findings[0]))
     return text
+
+
+SERVING_MEASURES = (("ttft_proxy_us", "prefill", "first_duration_us"), ("tpot_us", "decode", "start_to_start_us"),
+                    ("decode_tokens_per_s", "decode", "tokens_per_s"), ("decode_batch", "decode", "tokens_per_iteration"))
+
+
+def serving_rows(base: Report, target: Report) -> list[Row]:
+    """Two serving runs' TTFT proxy, TPOT, decode tokens/s and batch, each where both sides record it."""
+    rows = []
+    for name, phase, field in SERVING_MEASURES:
+        values = [next((getattr(p, field) for p in report.summary.phases if p.phase == phase), None) for report in (base, target)]
+        if None not in values:
+            before, after = values
+            rows.append(Row(name=name, base=before, target=after, diff=after - before, ratio=after / before if before else None))
+    return rows
+
+
+def _serving_headline(rows: list[Row], words: dict[str, str]) -> str:
+    """What the comparison of two serving runs adds to the headline: TPOT and the TTFT proxy, before and after."""
+    found = {name: row for name in ("tpot_us", "ttft_proxy_us") for row in rows if row.name == name}
+    if not found:
+        return ""
+    parts = [words[f"serving_{name}"].format(base=fmt_us(row.base), target=fmt_us(row.target),
+                                             change=f"{(row.ratio - 1) * 100:+.1f} %" if row.ratio is not None else "–")
+             for name, row in found.items()]
+    return " " + "; ".join(parts) + "."  # TPOT first: it is what most tokens cost
 
 
 def _not_comparable_headline(base: Side, target: Side, words: dict[str, str]) -> str:

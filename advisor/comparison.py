@@ -115,6 +115,9 @@ class Comparison(_Model):
     operators_matched_by: Literal["type", "class"]
     collectives: list[Row]
     memory: list[Row]
+    serving: list[Row] = Field(default_factory=list, description=(
+        "Two serving runs: ttft_proxy_us (the prefill's first iteration), tpot_us (decode's median start-to-start), "
+        "decode_tokens_per_s and decode_batch, each where both sides record it (empty otherwise)."))
     findings: list[Finding] = Field(description="The diagnosis of the difference: rules fired on the delta facts.")
     changes: list[FindingChange]
     gain_check: GainCheck | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from os import PathLike
@@ -14,7 +15,7 @@ from advisor.engine.session import Firing
 from advisor.errors import InputError
 from advisor.facts import BreakdownFact, ContextFact, Fact, FactSet, OperatorFact, extract_facts
 from advisor.facts.capture import STEP_SOURCES
-from advisor.facts.models import CaptureFact
+from advisor.facts.models import CaptureFact, PhaseFact, ServiceFact
 from advisor.findings import build_findings, summarize, withheld_findings
 from advisor.ingest import Profile, load_profile
 from advisor.report import (
@@ -158,7 +159,7 @@ def _pack_used(pack) -> PackUsed:
 
 
 def _status(facts: FactSet, skipped: bool) -> str:
-    if not facts.of(BreakdownFact) and not facts.of(OperatorFact):
+    if not facts.of(BreakdownFact) and not facts.of(OperatorFact) and not facts.of(ServiceFact):
         return "empty"
     return "partial" if skipped else "complete"
 
@@ -166,7 +167,9 @@ def _status(facts: FactSet, skipped: bool) -> str:
 def _input_info(path: str, profile: Profile, facts: FactSet) -> InputInfo:
     (context,) = facts.of(ContextFact)
     steps = sorted({s.step for s in facts.facts if s.family == "step" and s.step is not None})
-    marked_by = next((c.steps_described for c in facts.of(CaptureFact) if c.step_source != "none"), STEP_SOURCES["ProfilerStep"])
+    marked_by = next(chain((c.steps_described for c in facts.of(CaptureFact) if c.step_source != "none"),
+                           (p.iterations_marked_by for p in facts.of(PhaseFact) if p.covered_by_breakdown)),
+                     STEP_SOURCES["ProfilerStep"])
     return InputInfo(
         path=path,
         format=profile.format,

@@ -33,6 +33,7 @@ from advisor.engine.evaluate import explain_firing
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
 from advisor.facts import BottleneckFact, BreakdownFact, CommunicationFact, Fact, FactSet, IdleFact, OperatorFact
+from advisor.facts.models import PhaseFact
 from advisor.gates import Known, Presumed, check_preconditions, check_presuppositions
 from advisor.knowledge import KnowledgeEntry, Presupposition, public_reference
 from advisor.report import (
@@ -40,6 +41,7 @@ from advisor.report import (
     Derivation,
     Finding,
     OperatorSummary,
+    PhaseSummary,
     PreconditionCheck,
     Prescription,
     RankSummary,
@@ -75,7 +77,7 @@ TYPICAL_STEP_NOTE = Text(
     en="These figures are per typical step — the mean of {steps} steps, {step:,.0f} µs, without the outlier steps "
        "{outliers} — so the shares are of that step, not of the mean step in the verdict.",
     zh="以上数据按典型迭代计算——即不含离群迭代 {outliers} 的 {steps} 个迭代的平均值（{step:,.0f} µs），因此占比是相对该迭代而非判定中的平均迭代。")
-CONTRADICTED = Text(en="{entry} presupposes that {requirement}; the profile contradicts it ({detail})",
+CONTRADICTED = Text(en="{entry} presupposes: {requirement}; the profile contradicts it ({detail})",
                     zh="{entry} 的前提是{requirement}；性能数据与之矛盾（{detail}）")
 WARMUP_NOTE = Text(
     en="Measured in a capture without steady state ({evidence}): at most low until steady-state steps are profiled.",
@@ -482,7 +484,33 @@ def summarize(facts: FactSet, firings: list[Firing]) -> Summary:
         bottleneck=verdicts.get(None, "unknown"),
         per_rank=per_rank,
         top_operators=top_operators(facts.of(OperatorFact)),
+        phases=phase_summaries(facts.of(PhaseFact)),
     )
+
+
+def phase_summaries(phases: list[PhaseFact]) -> list[PhaseSummary]:
+    """A serving run's phases in order (prefill, mixed, decode), each the mean over the ranks that run it."""
+    groups: dict[str, list[PhaseFact]] = defaultdict(list)
+    for fact in phases:
+        groups[fact.phase].append(fact)
+
+    def mean(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return fmean(known) if known else None
+
+    return [
+        PhaseSummary(
+            phase=phase, ranks=sorted(f.rank for f in facts), iterations=facts[0].iterations,
+            covered_by_breakdown=facts[0].covered_by_breakdown, duration_us=fmean(f.duration_us for f in facts),
+            first_duration_us=fmean(f.first_duration_us for f in facts),
+            start_to_start_us=mean([f.start_to_start_us for f in facts]),
+            tokens_per_iteration=mean([f.tokens_per_iteration for f in facts]),
+            tokens_per_s=mean([f.tokens_per_s for f in facts]), busy_share=fmean(f.busy_share for f in facts),
+            graph_mode=facts[0].graph_mode,
+            weight_read_share_of_peak=mean([f.weight_read_share_of_peak for f in facts]),
+        )
+        for phase in ("prefill", "mixed", "decode") if (facts := groups.get(phase))
+    ]
 
 
 def top_operators(operators: list[OperatorFact], limit: int = TOP_OPERATORS) -> list[OperatorSummary]:

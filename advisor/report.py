@@ -104,6 +104,25 @@ class OperatorSummary(_Model):
     share_of_compute: float = Field(ge=0, le=1, description="Mean over the ranks listed.")
 
 
+class PhaseSummary(_Model):
+    """One phase of a serving run (means over the ranks that run it, of each rank's PhaseFact)."""
+
+    phase: Literal["prefill", "decode", "mixed"]
+    ranks: list[int]
+    iterations: int = Field(description="Iterations of the phase on the first rank listed.")
+    covered_by_breakdown: bool = Field(description="Whether the step breakdown and the verdict are this phase's.")
+    duration_us: Micros = Field(description="Median iteration duration.")
+    first_duration_us: Micros = Field(description="The first iteration's duration: for prefill, a TTFT proxy (no "
+                                      "queueing).")
+    start_to_start_us: Micros | None = Field(description="Median start-to-start time: for decode, TPOT.")
+    tokens_per_iteration: float | None = Field(description="Median tokens per iteration: for decode, the batch.")
+    tokens_per_s: float | None
+    busy_share: float = Field(ge=0, le=1, description="Median share of an iteration the device is busy.")
+    graph_mode: str = Field(description="graphs, piecewise graphs or eager.")
+    weight_read_share_of_peak: float | None = Field(None, description="Decode: the weights' read bandwidth over the "
+                                                    "device's peak (needs the model's size from --context).")
+
+
 class Summary(_Model):
     step_time_us: Micros | None = Field(description="Mean device step span over ranks (compute + exposed comm + free).")
     compute_ratio: float | None = Field(ge=0, le=1)
@@ -112,6 +131,8 @@ class Summary(_Model):
     bottleneck: Verdict = Field(description="'unknown' when the profile has no step breakdown.")
     per_rank: list[RankSummary] = Field(default_factory=list)
     top_operators: list[OperatorSummary] = Field(default_factory=list)
+    phases: list[PhaseSummary] = Field(default_factory=list, description="A serving run's phases, prefill first (empty "
+                                       "for a training job): the breakdown and verdict are those of the phase covered.")
 
 
 class CodeChange(_Model):

@@ -39,7 +39,9 @@ class ModelSettings(BaseModel):
     sequence_length: int | None = Field(None, ge=1, description="Tokens per sample.")
     hidden_size: int | None = Field(None, ge=1, description="Model hidden size.")
     num_layers: int | None = Field(None, ge=1, description="Transformer layers.")
-    dtype: Literal["fp32", "fp16", "bf16"] | None = Field(None, description="Training precision.")
+    dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] | None = Field(
+        None, description="Precision of the weights (training: fp32, fp16 or bf16; inference may quantise to fp8, int8 "
+                          "or int4).")
     tensor_parallel: int | None = Field(None, ge=1, description="TP degree.")
     pipeline_parallel: int | None = Field(None, ge=1, description="PP degree.")
     data_parallel: int | None = Field(None, ge=1, description="DP degree.")

@@ -28,6 +28,7 @@ Category = Literal[
     "environment",
     "profiling",
     "comparison",
+    "inference",
 ]
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 

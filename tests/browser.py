@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -38,14 +40,14 @@ class Chromium:
     """One headless browser with one page; use as a context manager."""
 
     def __init__(self, executable: str) -> None:
-        self._profile = tempfile.TemporaryDirectory(prefix="advisor-chromium-")
+        self._profile = tempfile.mkdtemp(prefix="advisor-chromium-")
         self._process = subprocess.Popen(
             [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
              "--disable-extensions", "--disable-background-networking", "--remote-debugging-port=0",
-             f"--user-data-dir={self._profile.name}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+             f"--user-data-dir={self._profile}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,  # its helpers die with it
         )
-        port_file = Path(self._profile.name) / "DevToolsActivePort"
+        port_file = Path(self._profile) / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().strip()):
             if time.monotonic() > deadline or self._process.poll() is not None:
@@ -70,9 +72,12 @@ class Chromium:
     def close(self) -> None:
         if getattr(self, "_socket", None) is not None:
             self._socket.close()
-        self._process.kill()
+        try:  # the browser's helper processes too: a renderer still writing the profile would stop its removal
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self._process.wait(timeout=10)
-        self._profile.cleanup()
+        shutil.rmtree(self._profile, ignore_errors=True)
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         self._next_id += 1

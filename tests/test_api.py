@@ -65,7 +65,7 @@ def test_the_dicts_give_the_same_report_as_the_files(tmp_path):
         ({"HCCL_BUFFSIZE": float("nan")}, None, "env: HCCL_BUFFSIZE: expected a string or a number as the value, got float"),
         (["TASK_QUEUE_ENABLE=2"], None, "env: expected a mapping of variable names to values, got list"),
         (None, {"micro_batch_size": 0}, "context: micro_batch_size: Input should be greater than or equal to 1"),
-        (None, {"dtype": "fp8"}, "context: dtype: Input should be 'fp32', 'fp16' or 'bf16'"),
+        (None, {"dtype": "fp4"}, "context: dtype: Input should be 'fp32', 'fp16', 'bf16', 'fp8', 'int8' or 'int4'"),
         (None, {"batch": 4}, "context: batch: Extra inputs are not permitted"),
         (None, [("micro_batch_size", 4)], "context: expected a dict of model settings, the path of a settings file or a UserContext, got list"),
     ],

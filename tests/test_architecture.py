@@ -16,10 +16,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "advisor"
 # Lowest first. A unit is a folder of advisor/ or a top-level module ("advisor" is the package's __init__.py).
 LAYERS: tuple[tuple[str, ...], ...] = (
     # foundations: errors, texts, indented JSON, the shared vocabularies (severity, verdict, category, platform), versions, bundled
-    # data, the gain budget, a run's settings (RunOptions), process pools, interval arithmetic, and the seeds'
+    # data, the gain budget, a run's settings (RunOptions), process pools, interval arithmetic, tests over columns of
+    # names (each distinct name once), and the seeds'
     # formulas (MC2 tiles, HCCL_BUFFSIZE, parallel strategy)
     ("errors", "text", "jsontext", "vocabulary", "version", "resources", "budget", "runoptions", "parallel", "intervals",
-     "planners"),
+     "names", "planners"),
     # read: a path on disk becomes a Profile of typed tables; what the profile does not record comes from the user
     ("ingest",),
     ("usercontext", "yamlcache"),

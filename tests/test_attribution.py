@@ -146,11 +146,13 @@ def test_the_ascend_capture_is_charged_only_what_its_launches_explain():
 
 def test_an_eager_decode_loop_is_launch_bound():
     """The H200 eager decode: ~460 launches per iteration at ~35 µs of host time each fill the GPU's waiting — the case
-    CUDA graphs fix (the graph-replayed run of the same model is 8× faster per token)."""
+    CUDA graphs fix (the graph-replayed run of the same model is 8× faster per token). A decode loop is told so by the
+    inference rule, in its terms (per token), not by the training step's gpu.launch_bound."""
     report = diagnose(FIXTURES / "h200-recorded" / "decode_eager_small")
     idle = _fact(report, "idle")
     assert idle["launch_explained_share"] == pytest.approx(1.0)
-    assert "gpu.launch_bound" in _ids(report) and "host.host_work" not in _ids(report)
+    assert _ids(report)[0] == "inference.decode_launch_bound"
+    assert "gpu.launch_bound" not in _ids(report) and "host.host_work" not in _ids(report)
 
 
 # --- communication kernels by collective (item 7) --------------------------------------------------------------------

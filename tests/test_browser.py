@@ -122,11 +122,26 @@ def test_comparison_in_the_browser(browser, tmp_path, lang):
 def test_every_category_in_the_browser(browser, every_category, tmp_path, lang):
     path, context = every_category
     report = diagnose(path, lang=lang, context=context)
-    # every category but 'comparison' (advisor compare); its only 'profiling' finding is that two steps are few
-    assert {f.category for f in report.findings} == set(CATEGORIES) - {"comparison"}
+    # every category but 'comparison' (advisor compare) and 'inference' (a serving run's: the test below); its only
+    # 'profiling' finding is that two steps are few
+    assert {f.category for f in report.findings} == set(CATEGORIES) - {"comparison", "inference"}
     assert [f.id for f in report.findings if f.category == "profiling"] == ["profiling.few_steps"]
     values = _visit(browser, report, f"report-every-category-{lang}", tmp_path)
     assert set(values["charts"]) == ALL_CHARTS
+
+
+@needs_chromium
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_serving_run_in_the_browser(browser, tmp_path, lang):
+    """The inference findings and the table of phases render like the rest (a vLLM decode on HIP graphs)."""
+    from inference_shapes import vllm_graph_decode_host_bound
+
+    path, _truth = vllm_graph_decode_host_bound(tmp_path / "serving")
+    report = diagnose(path, lang=lang)
+    assert report.findings[0].category == "inference" and report.summary.phases
+    _visit(browser, report, f"report-serving-{lang}", tmp_path)
+    page = (tmp_path / f"report-serving-{lang}.html").read_text(encoding="utf-8")
+    assert ("Phases of the serving run" if lang == "en" else "推理服务各阶段") in page
 
 
 HOSTILE = [

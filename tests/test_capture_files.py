@@ -17,7 +17,7 @@ from advisor.diagnose import diagnose
 from advisor.facts import extract_facts
 from advisor.facts.models import BreakdownFact, OperatorFact, StepFact
 from advisor.ingest import load_profile
-from advisor.ingest.ascend import lane_steps, lane_windows
+from advisor.ingest.lanes import lane_steps, lane_windows
 from advisor.ingest.trace import TraceTables
 
 MSPROF = FIXTURES / "ascend-more" / "msprof-analyze-fixture"

@@ -45,11 +45,13 @@ def _actions(finding) -> str:
 
 def test_ascend_level1_host_time_is_told_op_by_op(reports):
     """The Python lane records every aten op: the wait is named by operator, ~130 µs of host time per launched kernel
-    (Node@launch), not 'too few of the host's own operators to say'."""
+    (Node@launch), not 'too few of the host's own operators to say' — by operator where the main thread is inside one
+    while the task queue's launch thread is not launching, else as the task queue's per-operator launches (Dequeue@)."""
     idle = _fact(reports(REAL), "idle")
     assert idle["launches_per_step"] == 191.0
     assert 100 < idle["dispatch_per_launch_us"] < 160
-    assert idle["dispatch_in_operators_us"] > 0.7 * idle["dispatch_us"]
+    assert idle["dispatch_in_task_queue_us"] > 0
+    assert idle["dispatch_in_operators_us"] + idle["dispatch_in_task_queue_us"] > 0.75 * idle["dispatch_us"]
     assert idle["dispatch_top_operator"].startswith("aten::")
     assert "too few of the host's own operators" not in idle["dispatch_host_activity"]
 
@@ -99,11 +101,12 @@ def test_pageable_reads_back_get_read_back_advice_not_pin_memory(reports):
 
 
 def test_a_decode_loop_is_not_told_to_read_its_loss_every_100_steps(reports):
-    """decode_graph's steps are a serving engine's iterations: the training template ('.item() once per logging
-    interval') is left out, the asynchronous read-back of the sampled token is given."""
-    sync = _finding(reports(H200 / "decode_graph_small"), "gpu.host_sync")
-    actions = _actions(sync)
-    assert "logging interval" not in actions and "async scheduling" in actions
+    """decode_graph's steps are a serving engine's iterations, each with the one expected read-back of its sampled
+    token: the training template ('.item() once per logging interval') is nowhere, and gpu.host_sync leaves the decode
+    to the inference rules (per_token_syncs fires from two read-backs per iteration)."""
+    report = reports(H200 / "decode_graph_small")
+    assert "gpu.host_sync" not in {f.id for f in report.findings}
+    assert not [f.id for f in report.findings if "logging interval" in _actions(f)]
 
 
 def test_a_training_loop_is_not_told_about_serving_engines(reports):
@@ -162,11 +165,11 @@ def test_a_large_assumed_gain_is_high_and_a_catch_all_is_not(reports):
 
 
 def test_an_upper_bound_of_most_of_the_step_is_high(reports):
-    """decode_eager: launch gaps are 82 % of the step under record_shapes/with_stack: an upper bound, still high."""
-    launch = _finding(reports(H200 / "decode_eager_small"), "gpu.launch_bound")
+    """decode_eager: launch gaps are 82 % of the iteration under record_shapes/with_stack: an upper bound, still high."""
+    launch = _finding(reports(H200 / "decode_eager_small"), "inference.decode_launch_bound")
     assert launch.instrumented_by and launch.severity == "high"
 
 
 def test_the_report_says_what_marks_its_steps(reports):
-    assert reports(H200 / "decode_graph_small").input.steps_marked_by == "the serving engine's execute_model iterations"
+    assert reports(H200 / "decode_graph_small").input.steps_marked_by == "the serving engine's iterations"
     assert reports(REAL).input.steps_marked_by == "ProfilerStep#N markers"

@@ -123,7 +123,7 @@ def test_the_server_rank_waits_for_the_member_of_its_cross_node_communicator():
     report = advisor.diagnose(SERVER)
     assert report.status == "complete"
     top = report.findings[0]
-    assert top.id == "cluster.straggler_outside_capture" and "(local ranks 1)" in top.explanation
+    assert top.id == "cluster.straggler_outside_capture" and "(local rank 1)" in top.explanation
 
 
 def test_the_survey_reads_the_older_layout_as_the_full_read():

@@ -139,9 +139,10 @@ def test_explain_gives_the_conditions_and_values_with_the_command_line_text(call
     fired = json.loads(_ok(calls["explain_fired"]))
     assert fired["status"] == "fired" and fired["firing_count"] == len(fired["firings"]) == 2
     assert fired["text"] == _cli_json("explain", "host.device_idle", EXAMPLE).rstrip("\n")
-    condition, timeline = fired["firings"][0]["conditions"]
+    condition, timeline, not_decode = fired["firings"][0]["conditions"]
     assert condition["family"] == "breakdown" and condition["holds"] and condition["sources"]
     assert timeline["family"] == "idle" and timeline["holds"]
+    assert not_decode["family"] == "phase" and not_decode["holds"]  # no decode phase: not a serving run
     check = next(c for c in condition["checks"] if c["field"] == "free_ratio")
     assert check["op"] == "gte" and check["actual"] > 0.1 and check["holds"]
     quiet = json.loads(_ok(calls["explain_quiet"]))

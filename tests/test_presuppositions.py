@@ -112,7 +112,7 @@ def test_a_prescription_the_facts_contradict_withholds_its_finding(tmp_path):
     assert _team_finding(report) is None
     (withheld,) = [w for w in report.withheld if w.id == "team.busy_gpu"]
     assert withheld.ranks == [0] and withheld.claimed_gain_us > 0
-    assert "team.faster_kernels presupposes that the job trains" in withheld.because[0]
+    assert "team.faster_kernels presupposes: the job trains" in withheld.because[0]
     assert "compute_ratio" in withheld.because[0]
     assert "Withheld" in render_markdown(report)
 

@@ -49,7 +49,7 @@ def test_bad_env_input_names_the_place(tmp_path, pairs, file_text, message):
     ("text", "message"),
     [
         ("micro_batch_size: 0\n", "micro_batch_size: Input should be greater than or equal to 1"),
-        ("dtype: fp8\n", "dtype: Input should be 'fp32', 'fp16' or 'bf16'"),
+        ("dtype: fp4\n", "dtype: Input should be 'fp32', 'fp16', 'bf16', 'fp8', 'int8' or 'int4'"),
         ("batch: 4\n", "batch: Extra inputs are not permitted"),
         ("- 1\n- 2\n", "expected a mapping of model settings"),
         ("a: [1\n", "model.yaml:2: invalid YAML"),

@@ -79,7 +79,7 @@ def extract_facts(profile: Profile, user: UserContext | None = None, *, jobs: in
 
     ranks = fork_map(lambda rank: rank_facts(rank, profile.shown, user), profile.ranks, jobs=jobs)
     metas = Profile(root=profile.root, base=profile.base, format=profile.format, ranks=[r.meta for r in ranks],
-                    coverage=profile.coverage)
+                    coverage=profile.coverage, service=profile.service)
     metas._shown = profile._shown
     return reduce_facts(metas, ranks, user)
 

@@ -12,7 +12,8 @@ from advisor.facts.scope import RankScope
 from advisor.ingest.kinetosteps import launch_steps, step_source, step_windows
 from advisor.ingest.warmup import warmup_by_step, warmup_evidence
 
-STEP_SOURCES = {"ProfilerStep": "ProfilerStep#N markers", "iteration": "the serving engine's execute_model iterations",
+STEP_SOURCES = {"ProfilerStep": "ProfilerStep#N markers", "iteration": "the serving engine's iterations",
+                "read-back": "serving iterations, each ending at the read-back of its sampled tokens; the trace marks none",
                 "Optimizer.step": "Optimizer.step events (no ProfilerStep markers)"}
 
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, Union
 
 from advisor.facts.models import FACT_FAMILIES, Fact
 
-_UNITS = (("_us", "µs"), ("_mb", "MB"), ("_gbps", "GB/s"), ("_mhz", "MHz"), ("_ratio", "0..1"), ("_share", "0..1"))
+_UNITS = (("_us", "µs"), ("_ms", "ms"), ("_mb", "MB"), ("_gbps", "GB/s"), ("_mhz", "MHz"), ("_ratio", "0..1"),
+          ("_share", "0..1"))
 HIDDEN_FIELDS = ("sources",)
 
 

@@ -16,7 +16,7 @@ from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope
 from advisor.ingest.columns import Columns
 from advisor.facts.windows import inside, window_of
-from advisor.ingest.ascend import lane_windows
+from advisor.ingest.lanes import lane_windows
 from advisor.ingest.gpu import nccl_collectives
 from advisor.ingest.groups import groups_by_hash
 
@@ -403,7 +403,7 @@ def span_group(op_name: str, known: dict[str, object]) -> str | None:
 
 def span_ops(collectives: pd.DataFrame, windows: pd.DataFrame, known: dict[str, object]) -> Columns:
     """A rank's collective ops from the spans of its trace's HCCL lane, in the columns of communication.json's ops:
-    step (the ProfilerStep window its start falls in, ``ingest.ascend.lane_windows``; ops outside every window are left
+    step (the ProfilerStep window its start falls in, ``ingest.lanes.lane_windows``; ops outside every window are left
     out), kind, op_name, group
     (``span_group``), elapse_ms, start_us, the payload in MB (count × data type; NaN where the args do not say), and
     ``times_from`` 'spans'. Transit, wait, synchronization and idle are NaN: the capture does not split them, and

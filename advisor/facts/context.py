@@ -7,20 +7,7 @@ from typing import Any
 from advisor.facts.models import ContextFact
 from advisor.ingest import Profile
 
-# Profile-wide facts read ranks through these attributes, which a RankData and a RankMeta (facts.scope) both have:
-# rank, path, file(), platform, profiler_info, device_info; a RankMeta also carries hardware_hint, info_file,
-# device_info_file and the kineto_* fields, which ``_meta`` computes for a RankData.
-
-
-def infer_hardware(profile: Profile) -> str | None:
-    """The chip family, from the first rank whose kernel_details header tells it."""
-    return next((h for r in profile.ranks if (h := _meta(r).hardware_hint)), None)
-
-
-def core_counts(profile: Profile, rank) -> dict[str, int | None]:
-    """AI Core ('cube') and vector core counts of a rank's device (device info.json), else of any rank's."""
-    device = device_entry(rank.device_info) or next((e for r in profile.ranks if (e := device_entry(r.device_info))), None)
-    return core_counts_of(device)
+# The profile-wide facts read each rank's RankMeta (facts.scope): its documents, hardware_hint and kineto_* fields.
 
 
 def core_counts_of(device: dict[str, Any] | None) -> dict[str, int | None]:
@@ -32,7 +19,7 @@ def core_counts_of(device: dict[str, Any] | None) -> dict[str, int | None]:
 def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     """Describe the profile from the first rank that has each piece of information."""
     sources: list[str] = []
-    ranks = [_meta(r) for r in profile.ranks]
+    ranks = list(profile.ranks)  # RankMeta: facts.reduce runs on the ranks' metas
 
     def first(getter) -> Any:
         for rank in ranks:
@@ -78,16 +65,8 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         record_shapes=first(lambda r: _bool(_common(r).get("record_shapes"))),
         profile_memory=first(lambda r: _bool(_common(r).get("profile_memory"))),
         with_stack=first(lambda r: _bool(_common(r).get("with_stack"))),
+        serving=any(r.serving for r in ranks),
     )
-
-
-def _meta(rank):
-    """A RankMeta of ``rank`` (itself when it is one)."""
-    if hasattr(rank, "hardware_hint"):
-        return rank
-    from advisor.facts.scope import RankMeta  # scope.py imports this module
-
-    return RankMeta.of(rank)
 
 
 def hardware_from_header(header: list[str]) -> str | None:

@@ -22,6 +22,7 @@ import pandas as pd
 from advisor.facts.matrix import matrix_summary
 from advisor.ingest.kinetosteps import launch_times, step_markers
 from advisor.intervals import intersect, intersection, length, merged, subtract
+from advisor.names import matching, per_name
 
 CONSECUTIVE_KERNEL_DELAY_US = 30.0
 
@@ -102,7 +103,7 @@ def draining_copy_calls(gpu: pd.DataFrame, runtime: pd.DataFrame, copy_call: re.
     """The runtime's copy calls (``copy_call``) that waited for the stream to drain: their copy started more than
     DRAIN_WAIT_US after the call began and the call returned only once the copy had ended (a synchronous copy, such as
     a device-to-pageable one). Such a call is a synchronisation: the device then idles until new work is queued."""
-    calls = runtime.loc[runtime["name"].map(lambda n: bool(copy_call.match(n))) & runtime["correlation"].notna()]
+    calls = runtime.loc[matching(runtime["name"], copy_call) & runtime["correlation"].notna()]
     copies = gpu.loc[gpu["kind"] == "memory", ["correlation", "ts", "dur"]].dropna(subset=["correlation"])
     if calls.empty or copies.empty:
         return calls.iloc[:0]
@@ -128,7 +129,7 @@ def conversion_summary(compute: pd.DataFrame, steps: int) -> dict[str, float]:
     total = float(compute["dur"].sum())
     found = {}
     for what, pattern in (("cast", CAST_KERNEL), ("layout", LAYOUT_KERNEL)):
-        time = float(compute.loc[compute["name"].map(lambda n: bool(pattern.search(n))), "dur"].sum())
+        time = float(compute.loc[matching(compute["name"], pattern, search=True), "dur"].sum())
         found[f"{what}_us_per_step"] = time / steps
         found[f"{what}_share_of_compute"] = time / total if total > 0 else 0.0
     return found
@@ -140,8 +141,8 @@ def attention_summary(compute: pd.DataFrame) -> dict[str, float]:
     if total <= 0:
         return {"fused_attention_share_of_compute": 0.0, "softmax_share_of_compute": 0.0}
     names = compute["name"]
-    fused = names.map(lambda n: bool(FUSED_ATTENTION.search(n)))
-    softmax = names.map(lambda n: bool(SOFTMAX.search(n))) & ~fused
+    fused = matching(names, FUSED_ATTENTION, search=True)
+    softmax = matching(names, SOFTMAX, search=True) & ~fused
     return {"fused_attention_share_of_compute": float(compute.loc[fused, "dur"].sum()) / total,
             "softmax_share_of_compute": float(compute.loc[softmax, "dur"].sum()) / total}
 
@@ -175,15 +176,15 @@ def collective_kinds(communication: pd.DataFrame, runtime: pd.DataFrame, cpu: pd
     """Each communication kernel's collective: that of the process group's op it was launched in (``nccl:all_to_all``
     — NCCL runs an all-to-all as grouped send/recv kernels, which only the op tells apart from pipeline send/recv),
     else its own name's."""
-    own = communication["name"].map(collective_kind)
-    ops = cpu.loc[cpu["name"].str.match(COLLECTIVE_OP)].sort_values("ts")
+    own = per_name(communication["name"], collective_kind)
+    ops = cpu.loc[matching(cpu["name"], COLLECTIVE_OP)].sort_values("ts")
     if ops.empty or communication.empty:
         return own
     launched = communication["correlation"].map(launch_times(runtime)).to_numpy(float)
     starts, ends = ops["ts"].to_numpy(float), (ops["ts"] + ops["dur"]).to_numpy(float)
     slot = np.searchsorted(starts, launched, side="right") - 1
     inside = (slot >= 0) & (launched <= ends[np.clip(slot, 0, None)])
-    op_kinds = ops["name"].map(collective_kind).to_numpy(object)[np.clip(slot, 0, None)]
+    op_kinds = per_name(ops["name"], collective_kind).to_numpy(object)[np.clip(slot, 0, None)]
     return own.where(~inside | (op_kinds == "other"), pd.Series(op_kinds, index=own.index))
 
 
@@ -256,7 +257,7 @@ def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int, cpu: pd.Da
         **conversion_summary(gpu.loc[gpu["kind"] == "compute"], steps),
         **copy_summary(copies, steps),
         **exposed_communication(gpu, runtime, cpu, steps),
-        "sparse_dist_pipelined": bool(cpu["name"].str.contains(SPARSE_DIST_PIPELINE).any()),
+        "sparse_dist_pipelined": bool(matching(cpu["name"], SPARSE_DIST_PIPELINE, search=True).any()),
         "memcpy_us_per_step": float(copies["dur"].sum()) / steps,
         "max_queue_length": max_queue_length(gpu, runtime),
     }

@@ -19,11 +19,12 @@ from advisor.facts.platforms import ASCEND_RUNTIME, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.columns import records
-from advisor.ingest.kinetosteps import outermost
+from advisor.ingest.kinetosteps import OPTIMIZER_STEP, outermost
 from advisor.ingest.model import RankData
+from advisor.ingest.serving import breakdown_phase, phase_steps
 from advisor.intervals import union
+from advisor.names import matching
 
-OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#")
 MULTI_TENSOR_KERNEL = re.compile(r"Foreach|multi_tensor_apply|_fused_|Fused(?:Adam|SGD|Lamb)", re.IGNORECASE)
 SYNC_BATCH_NORM = re.compile(r"SyncBatchNorm", re.IGNORECASE)
@@ -32,16 +33,6 @@ LONG_STREAM_GAP_US = 50.0
 LONG_HOST_GAP_US = 1000.0
 
 
-
-
-def matching(names: pd.Series, pattern: re.Pattern[str], search: bool = False) -> pd.Series:
-    """``names.str.match(pattern)`` (``str.contains`` with ``search``), each distinct name tested once: traces repeat a
-    few hundred names over many events, and one call on the column costs more than the few tests."""
-    if names.empty:
-        return pd.Series(False, index=names.index, dtype=bool)
-    test = pattern.search if search else pattern.match
-    hits = [name for name in names.unique() if isinstance(name, str) and test(name)]
-    return names.isin(hits)
 
 
 def compile_calls(apis: pd.DataFrame, names: RuntimeNames) -> pd.DataFrame:
@@ -256,7 +247,14 @@ def host_facts(scope: RankScope) -> list[Fact]:
 def _gpu_fact(show: Shown, rank: RankData) -> GpuFact:
     trace = rank.kineto
     assert trace is not None
-    gpu, steps = analysis_window(trace.gpu, trace.runtime, trace.cpu)
+    if rank.iterations is not None and breakdown_phase(rank.iterations) is not None:
+        # a serving run: the iterations the breakdown covers, as every per-step figure (per-stage files merged into one
+        # trace lie far apart, and time between iterations is no iteration's)
+        covered = rank.iterations.loc[rank.iterations["step"].isin(phase_steps(rank.iterations,
+                                                                               breakdown_phase(rank.iterations)))]
+        gpu, steps = inside(trace.gpu, covered[["step", "start", "end"]]), max(len(covered), 1)
+    else:
+        gpu, steps = analysis_window(trace.gpu, trace.runtime, trace.cpu)
     capability = nvidia_capability(trace.device_name, trace.compute_capability, trace.runtime["name"])
     return GpuFact(id=f"gpu:r{rank.rank}", sources=[f"{show(trace.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, "
                                                     "cpu_op Input type]"],

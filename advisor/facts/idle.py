@@ -28,15 +28,17 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.gpu import DRAIN_WAIT_US, copy_kinds, draining_copy_calls
-from advisor.facts.host import (OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, launch_calls, matching,
+from advisor.facts.host import (OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, launch_calls,
                                  sync_calls)
 from advisor.facts.models import Fact, IdleFact
 from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.kinetosteps import first_start, launch_times, per_window, step_windows
+from advisor.ingest.lanes import lane_windows
 from advisor.ingest.warmup import first_call_launches, warmup_by_step
 from advisor.intervals import EMPTY, intersect, length, merged, subtract, union
+from advisor.names import matching
 
 HOST_PARTS = ("dataloader", "compile", "allocator", "gc", "optimizer", "zero_grad")
 PARTS = (*HOST_PARTS, "sync", "copy", "dispatch", "host")
@@ -213,7 +215,9 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         busy = spans(kernels[["start_us", "duration_us"]].set_axis(["ts", "dur"], axis=1).dropna() if timed else pd.DataFrame())
         lanes = trace.overlap.loc[trace.overlap["lane"] == "Free"]
         device_windows = scope.kernel_windows
-        windows = scope.host_windows if not lanes.empty else device_windows
+        # a serving run's iterations end with the device work they launched, as its breakdown's do (ingest.lanes)
+        windows = lane_windows(trace) if rank.iterations is not None else scope.host_windows if not lanes.empty \
+            else device_windows
         if windows.empty:
             windows = device_windows if not device_windows.empty else scope.host_windows
         free = subtract(_window_set(windows), busy) if lanes.empty else union(np.concatenate(
@@ -221,6 +225,10 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])
         tasks = trace.launches
         source = file_source(show, rank, "trace", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
+    if rank.iterations is not None and rank.step_trace is not None:  # a serving run: the breakdown's iterations only
+        covered = pd.to_numeric(rank.step_trace.frame["step"], errors="coerce")
+        windows = windows.loc[pd.to_numeric(windows["step"], errors="coerce").isin(covered)].reset_index(drop=True)
+        free = intersect(free, _window_set(windows))
     working = per_window(busy, windows) > 0 if len(busy) else np.zeros(len(windows), dtype=bool)
     if working.any():  # a step cut off before its device work (the capture's last, often) is no step
         windows = windows.loc[working].reset_index(drop=True)
@@ -246,10 +254,15 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     # path, aclop's compile-and-execute included, which is not launching
     queued = not matching(apis["name"], names.launch).any()
     launching_only = subtract(spans(launching), aclop) if queued else spans(launching)
+    # where the runtime's launch calls are recorded too, the task queue's per-operator launches (Dequeue@) are the launch
+    # thread's whole host path per operator: while it runs, the main thread's operators (a read-back waiting for the
+    # device to drain) are not where the device's wait comes from
+    task_queue = EMPTY if queued else spans(trace.host.loc[matching(trace.host["name"], names.queued_launch)])
     activity = {"launch_calls": launching_only,
                 "graph_launches": spans(apis.loc[matching(apis["name"], names.graph_launch)]),
                 "aclop": aclop,
-                **({"operators": spans(operators)} if operators is not None else {})}
+                **({"task_queue": task_queue} if len(task_queue) else {}),
+                **({"operators": subtract(spans(operators), task_queue)} if operators is not None else {})}
 
     def split(idle: np.ndarray) -> IdleSplit:
         return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans, pageable, activity)
@@ -280,7 +293,8 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     within = {name: value / count for name, value in found.sub.items() if name.startswith("dispatch_in_")}
     per_kernel = per_step["dispatch"] / launches if launches else None
     explained = min(per_step["dispatch"], max(launches * per_launch, within["dispatch_in_launch_calls"]))
-    top, top_us = _top_operator(found.late, operators) if operators is not None else (None, None)
+    outside_launches = max(per_step["dispatch"] - within["dispatch_in_launch_calls"], 0.0)
+    top, top_us = _top_operator(subtract(found.late, task_queue), operators) if operators is not None else (None, None)
     top_us = top_us / count if top_us is not None else None
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
@@ -293,7 +307,12 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         launch_explained_share=(share(explained, per_step["dispatch"])  # unknown where no launch is recorded
                                 if per_step["dispatch"] > 0 and len(launching) else None),
         dispatch_in_launch_calls_us=within["dispatch_in_launch_calls"],
+        dispatch_outside_launches_us=outside_launches,
+        dispatch_outside_launches_share_of_step=share(outside_launches, step),
+        host_wait_outside_launches_us=outside_launches + per_step["sync"],
+        host_wait_outside_launches_share_of_step=share(outside_launches + per_step["sync"], step),
         dispatch_in_graph_launches_us=within["dispatch_in_graph_launches"], dispatch_in_aclop_us=within["dispatch_in_aclop"],
+        dispatch_in_task_queue_us=within.get("dispatch_in_task_queue", 0.0),
         dispatch_in_operators_us=within.get("dispatch_in_operators"), dispatch_top_operator=top,
         dispatch_top_operator_us=top_us,
         dispatch_host_activity=_host_activity(per_step["dispatch"], within, top, top_us, operators is not None),
@@ -321,6 +340,9 @@ def _host_activity(dispatch: float, within: dict[str, float], top: str | None, t
         graphs = within["dispatch_in_graph_launches"]
         parts.append(f"inside launch calls {within['dispatch_in_launch_calls']:,.0f} µs per step"
                      + (f" ({graphs:,.0f} µs of them graph launches)" if graphs > 0 else ""))
+    if within.get("dispatch_in_task_queue"):
+        parts.append(f"inside the task queue's per-operator launches (Dequeue@, the launch thread's host path for each "
+                     f"operator) {within['dispatch_in_task_queue']:,.0f} µs")
     if within["dispatch_in_aclop"] > 0:
         parts.append(f"inside AscendCL@aclopCompileAndExecute (the legacy aclop operator path) "
                      f"{within['dispatch_in_aclop']:,.0f} µs")

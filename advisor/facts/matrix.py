@@ -20,6 +20,8 @@ import re
 
 import pandas as pd
 
+from advisor.names import matching
+
 MATRIX_KERNEL = re.compile(
     r"(?<!fb)gemm|gemv|conv(?!ert)|winograd|dgrad|wgrad|fprop|scudnn|simt|nvjet|cutlass|xmma|gmma|hmma|wmma|imma|fmha|"
     r"flash_?(fwd|bwd|attn|fprop|bprop|_?forward|_?backward)|flash::|sdpa|attention|Cijk_|mfma|_MI\d+x\d+x\d+",
@@ -80,12 +82,14 @@ def matrix_kernels(compute: pd.DataFrame, op_dtypes: pd.Series, capability: floa
     op (a CUDA-graph replay launches kernels no op records) takes the precision its other launches' ops agree on —
     the same kernel binary runs the same types."""
     names = compute["name"]
-    is_matrix = names.map(lambda n: bool(MATRIX_KERNEL.search(n)))
+    is_matrix = matching(names, MATRIX_KERNEL, search=True)
     rows = compute.loc[is_matrix]
     dtypes = rows["external_id"].map(op_dtypes) if len(op_dtypes) else pd.Series(None, index=rows.index, dtype=object)
     agreed = dtypes.dropna().groupby(rows["name"]).agg(lambda seen: seen.iloc[0] if seen.nunique() == 1 else None)
     dtypes = dtypes.fillna(rows["name"].map(agreed)) if len(agreed) else dtypes
-    math = [kernel_math(n, d if isinstance(d, str) else None, capability) for n, d in zip(rows["name"], dtypes)]
+    known = {(n, d): kernel_math(n, d, capability)
+             for n, d in set(zip(rows["name"], (d if isinstance(d, str) else None for d in dtypes)))}
+    math = [known[(n, d if isinstance(d, str) else None)] for n, d in zip(rows["name"], dtypes)]
     return rows.assign(precision=[m[0] for m in math], unit=[m[1] for m in math])
 
 

@@ -58,6 +58,7 @@ class ContextFact(Fact):
     record_shapes: bool | None = Field(None, description="record_shapes was on (the settings, or a PyTorch trace's ops carry Input Dims).")
     profile_memory: bool | None = Field(None, description="profile_memory was on.")
     with_stack: bool | None = Field(None, description="with_stack was on (the settings, or a PyTorch trace's ops carry a Call stack).")
+    serving: bool = Field(False, description="A serving run: a rank's steps are a serving engine's iterations (execute_context_… annotations, execute_model, SGLang's forward), not training steps; the phase facts describe them.")
 
 
 class _TimeBreakdown(Fact):
@@ -122,6 +123,8 @@ class OperatorFact(Fact):
                           "are of. None without a breakdown. Below 0.8 a finding on the operator says so, below 0.5 it is low."
     )
     position: int = Field(ge=1, description="1 for the operator type with the most time on this rank, 2 next, …")
+    matrix_kernel: bool | None = Field(None, description="A GPU kernel doing matrix math (GEMM, convolution, attention) "
+                                       "by its name (facts.matrix); None on Ascend, whose operator types say it.")
     block_dim: int | None = Field(None, ge=0, description="The usual Block Dim (cores the kernel is split over).")
     block_dim_remainder: int | None = Field(
         None, ge=0, description="block_dim modulo the device's AI Core (or vector core) count; > 0 leaves cores idle in the last wave."
@@ -306,6 +309,8 @@ class TransportFact(Fact):
     small_op_share: Ratio = Field(
         description="Share of those ops moving less than 16 MB (1 MB for RDMA) over this transport."
     )
+    mean_op_mb: NonNegative | None = Field(None, description="size_mb_per_step / ops_per_step: what one op moves over "
+                                           "this transport on average, MB (None without ops).")
 
 
 class LinkFact(Fact):
@@ -456,9 +461,11 @@ class CaptureFact(Fact):
                              "convolutions")
 
     rank: int = Field(ge=0, description="Rank.")
-    step_source: Literal["ProfilerStep", "iteration", "Optimizer.step", "none"] = Field(
-        description="What marks the steps: ProfilerStep#N, a serving engine's iterations (execute_model), Optimizer.step "
-                    "events (two or more, each ending a training iteration), or none (the capture is one window).")
+    step_source: Literal["ProfilerStep", "iteration", "read-back", "Optimizer.step", "none"] = Field(
+        description="What marks the steps: ProfilerStep#N, a serving engine's iterations (execute_model), a generation "
+                    "loop's iterations cut at each read-back of its sampled tokens (the trace marks none), "
+                    "Optimizer.step events (two or more, each ending a training iteration), or none (the capture is "
+                    "one window).")
     steps_described: str = Field(description="step_source in words, for explanations.")
     steps: int = Field(ge=0, description="Step windows in the capture.")
     warmup_steps: str | None = Field(None, description="The steps that warm up, e.g. '1' or '2, 3' (None: none found).")
@@ -469,6 +476,76 @@ class CaptureFact(Fact):
     first_call_launch_us: Duration = Field(0.0, description="Their time, µs.")
     autotune_syncs: int = Field(0, ge=0, description="Event synchronisations inside convolution ops: cudnn.benchmark timing its algorithms.")
     device_allocations: int = Field(0, ge=0, description="cudaMalloc/hipMalloc calls in the capture (the caching allocator growing its pool).")
+
+
+class PhaseFact(Fact):
+    """One phase of a serving run on one rank — its prefill, decode or mixed iterations (``ingest.serving``) — and what
+    an inference engineer reads from them: the time to first token and per output token, tokens per second, the
+    batch, how busy the device is, how the host launches the work, and where the device time goes."""
+
+    family: ClassVar[str] = "phase"
+    source: ClassVar[str] = ("*.pt.trace.json: iteration annotations (execute_context_…) or execute_model events; "
+                             "kernel, gpu_memcpy (HtoD sizes, DtoH), cudaGraphLaunch/hipGraphLaunch and kernel launches "
+                             "per iteration")
+
+    rank: int = Field(ge=0, description="Rank.")
+    phase: Literal["prefill", "decode", "mixed"] = Field(description="prefill: only prompts; decode: only generated "
+                                                         "tokens; mixed: a chunked prefill batched with decodes.")
+    phase_from: str = Field(description="What told the phase: capture (a per-stage file or directory), annotation, or "
+                            "kernel sequence (decode iterations repeat the run's most common kernel set).")
+    iterations: int = Field(ge=1, description="Iterations of this phase in the capture.")
+    iterations_marked_by: str = Field(description="What marks the iterations, in words: the serving engine's markers, "
+                                      "or read-backs of the sampled tokens where the trace marks none.")
+    covered_by_breakdown: bool = Field(description="Whether the step breakdown (and every per-step fact) covers this "
+                                       "phase: the one that takes more of the capture, decode when it is at least half.")
+    duration_us: Duration = Field(description="Median iteration duration, µs (its window: from the marker's start to "
+                                  "the end of the GPU work it launched).")
+    first_duration_us: Duration = Field(description="The first iteration's duration, µs: for prefill, the time to first "
+                                        "token of the capture's first request without its queueing (a TTFT proxy).")
+    start_to_start_us: Duration | None = Field(None, description="Median start-to-start time of consecutive iterations "
+                                               "of the phase, µs: for decode, the time per output token (TPOT). None "
+                                               "without two consecutive ones.")
+    tokens_per_iteration: NonNegative | None = Field(None, description="Median tokens per iteration (None unknown): for "
+                                                     "decode, the decode batch (one token per running request).")
+    tokens_from: str | None = Field(None, description="annotation, or input copies (input_ids int32 beside positions "
+                                    "int64: 4 bytes per token); None unknown.")
+    requests_per_iteration: NonNegative | None = Field(None, description="Median requests per iteration, from the "
+                                                       "annotation (None unknown).")
+    tokens_per_s: NonNegative | None = Field(None, description="tokens_per_iteration / start_to_start_us: the phase's "
+                                             "throughput on this rank (None unknown).")
+    busy_share: Ratio = Field(description="Median share of an iteration the device computes or communicates.")
+    idle_share: Ratio = Field(description="Median share of an iteration the device does neither.")
+    graph_launches_per_iteration: NonNegative = Field(description="Median graph replays launched per iteration "
+                                                      "(cudaGraphLaunch, hipGraphLaunch): > 0 means graph mode.")
+    kernel_launches_per_iteration: NonNegative = Field(description="Median kernels launched one by one (eagerly) per "
+                                                       "iteration, graph launches not counted.")
+    graph_mode: Literal["graphs", "piecewise graphs", "eager"] = Field(
+        description="graphs: the iteration replays one graph (with at most its input preparation launched eagerly); "
+                    "piecewise graphs: two or more graph pieces with kernels launched eagerly between them (vLLM leaves "
+                    "attention out of its pieces); eager: no graph launch.")
+    compiles_after_first: NonNegative = Field(0, description="Online compilations (AscendCL@opCompile, nvrtc/hiprtc, "
+                                              "torch.compile frame compilations) that start in this phase's iterations "
+                                              "after its first: none in a steady state.")
+    compile_us_after_first_per_iteration: Duration = Field(0.0, description="Their time, µs, per iteration after the "
+                                                           "first.")
+    copies_to_host_per_iteration: NonNegative = Field(description="Median device-to-host copies per iteration: one "
+                                                      "(the sampled tokens) is expected, each more is another sync.")
+    device_us: Duration = Field(description="Median device kernel time per iteration (collectives included), µs.")
+    attention_share: Ratio = Field(description="Share of device_us in attention kernels (flash/paged attention, "
+                                   "FusedInferAttentionScore, IncreFlashAttention…).")
+    kv_cache_share: Ratio = Field(description="Share of device_us writing the KV cache (reshape_and_cache…).")
+    sampling_share: Ratio = Field(description="Share of device_us in sampling (argmax, top-k/top-p, sort…).")
+    collective_share: Ratio = Field(description="Share of device_us in collective kernels (tensor-parallel "
+                                    "all-reduce, custom all-reduce).")
+    weight_read_tbps: NonNegative | None = Field(
+        None, description="The rank's weights (--context parameters_billion × the dtype's bytes ÷ tensor_parallel) read "
+        "once per iteration, over the iteration's device time outside attention, KV-cache writes, sampling and "
+        "collectives (its GEMMs, norms and activations), TB/s. None without parameters_billion.")
+    peak_memory_tbps: NonNegative | None = Field(None, description="The device's peak memory bandwidth, TB/s "
+                                                 "(facts.hardware; None for a device not listed).")
+    weight_read_share_of_peak: NonNegative | None = Field(
+        None, description="weight_read_tbps / peak_memory_tbps: near 1, the iteration is bound by reading the weights, "
+        "and only a larger batch (more tokens per weight read) makes it faster per token.")
 
 
 class GpuFact(Fact):
@@ -582,9 +659,14 @@ class IdleFact(Fact):
     launch_explained_us: Duration = Field(0.0, description="The part of dispatch_us that launching can explain, µs per step: the larger of launches_per_step × the host time one launch costs — on a GPU 50 µs, eager PyTorch's per-kernel host time at the high end (Python, dispatcher, launch call); on Ascend the launch call's measured time, Node@launch, else (Level0, no CANN lane) the task queue's Dequeue@ events less any aclop compile-and-execute inside them (the task queue launches on a thread of its own) — and the time measured inside launch calls (dispatch_in_launch_calls_us). First-call launches of a millisecond or more (set-up, ingest.warmup) are left out. What graph mode or fewer, larger kernels would take away.")
     launch_explained_share: Ratio | None = Field(None, description="launch_explained_us / dispatch_us (None without dispatch idle, or where the capture records no launch): below ~0.5 the host is busy with other work than launching.")
     dispatch_in_launch_calls_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside launch calls (cudaLaunchKernel…, cudaGraphLaunch, Node@launch, else the task queue's Dequeue@ events outside aclop), µs per step.")
+    dispatch_outside_launches_us: Duration = Field(0.0, description="dispatch_us less dispatch_in_launch_calls_us: the device waits while the host does other work than launching — Python, framework operators, the scheduler between a serving engine's graph replays —, µs per step.")
+    dispatch_outside_launches_share_of_step: Ratio = Field(0.0, description="dispatch_outside_launches_us / step_us.")
+    host_wait_outside_launches_us: Duration = Field(0.0, description="dispatch_outside_launches_us + sync_us: all the time the device waits for a host that is not launching — after its synchronisations too. In a serving loop, whose every iteration ends reading the sampled tokens back, this is the host's work between iterations, µs per step.")
+    host_wait_outside_launches_share_of_step: Ratio = Field(0.0, description="host_wait_outside_launches_us / step_us.")
     dispatch_in_graph_launches_us: Duration = Field(0.0, description="The part of dispatch_us the host spends inside graph launches (cudaGraphLaunch, aclmdlRIExecuteAsync): a replay's launch cost the device waits for, µs per step.")
     dispatch_in_aclop_us: Duration = Field(0.0, description="Ascend: the part of dispatch_us the host spends inside AscendCL@aclopCompileAndExecute, the legacy aclop operator path (operator selection, compile-cache lookup and launch on the host; jit_compile=True), µs per step.")
-    dispatch_in_operators_us: Duration | None = Field(None, description="The part of dispatch_us the host spends inside framework operators (aten:: ops), µs per step; None where the trace does not record every operator (Ascend).")
+    dispatch_in_task_queue_us: Duration = Field(0.0, description="Ascend, where the runtime's launch calls are recorded: the part of dispatch_us the task queue's launch thread spends in its per-operator launches (Dequeue@ events: each operator's host path and launch), µs per step.")
+    dispatch_in_operators_us: Duration | None = Field(None, description="The part of dispatch_us the host spends inside framework operators (aten:: ops) while no task-queue launch runs, µs per step; None where the trace does not record the operators.")
     dispatch_top_operator: str | None = Field(None, description="The framework operator the host is inside for most of the dispatch idle, e.g. aten::linear.")
     dispatch_top_operator_us: Duration | None = Field(None, description="Dispatch idle per step while the host is inside that operator, µs.")
     dispatch_host_activity: str | None = Field(None, description="What the host does during the dispatch idle, in words: time inside framework operators (the top one named) and outside any recorded operator; on Ascend, that the trace cannot tell.")
@@ -826,6 +908,69 @@ class LayoutFact(Fact):
     matches: bool | None = Field(None, description="Whether the TP and PP in use are the planner's (unknown without them).")
 
 
+class ServiceFact(Fact):
+    """A serving run as msServiceProfiler's analysis output records it (MindIE Service): its requests' latencies, its
+    batches and its KV cache. One per profile, from the service CSVs diagnosed on their own or found beside a profile
+    (``ingest.service``). Percentiles are linear between rows (numpy's default); a statistic whose column the files do
+    not have is None."""
+
+    family: ClassVar[str] = "service"
+    source: ClassVar[str] = ("msServiceProfiler's analysis output: request.csv (first_token_latency(ms), "
+                             "queue_wait_time(ms), execution_time(ms), reply_token_size, start_time(ms)), batch.csv "
+                             "(batch_type, batch_size, prefill_batch_size, decode_batch_size, kvcache_usage_rate), "
+                             "kvcache.csv (kvcache_usage_rate), forward.csv (batch_type, batch_size) and the *summary.csv "
+                             "files (subsequent_token_latency, throughput), each column by any of its names")
+
+    request_count: int = Field(0, ge=0, description="Requests: rows of request.csv.")
+    ttft_p50_ms: NonNegative | None = Field(None, description="Median time to first token (first_token_latency), ms: from "
+                                            "the request's arrival, its queueing included.")
+    ttft_p90_ms: NonNegative | None = Field(None, description="90th percentile of the time to first token, ms.")
+    ttft_p99_ms: NonNegative | None = Field(None, description="99th percentile of the time to first token, ms.")
+    queue_wait_p50_ms: NonNegative | None = Field(None, description="Median time a request waits to be scheduled "
+                                                  "(queue_wait_time), ms.")
+    queue_wait_p90_ms: NonNegative | None = Field(None, description="90th percentile of the queue wait, ms.")
+    queue_share_of_ttft: Ratio | None = Field(
+        None, description="Summed queue wait / summed time to first token over the requests that have both: the part of "
+        "the first-token latency spent waiting, not computing (queue / (queue + TTFT) where the queue waits exceed the "
+        "latencies: a version whose first-token latency starts at scheduling).")
+    tpot_p50_ms: NonNegative | None = Field(None, description="Median time per output token after the first "
+                                            "(subsequent_token_latency), ms.")
+    tpot_p90_ms: NonNegative | None = Field(None, description="90th percentile of the time per output token, ms.")
+    tpot_from: Literal["summary", "requests"] | None = Field(
+        None, description="summary: the summary file's subsequent_token_latency (over tokens); requests: per request, "
+        "its subsequent_token_latency column, else (end-to-end − first-token latency) / (output tokens − 1), over the "
+        "requests of two tokens or more.")
+    output_tokens_per_s: NonNegative | None = Field(None, description="Output tokens per second over the run "
+                                                    "(throughput): the summary's, else the requests' output tokens over "
+                                                    "the span from the first arrival to the last completion.")
+    requests_per_s: NonNegative | None = Field(None, description="Completed requests per second over the same span (the "
+                                               "summary's request throughput when it has one).")
+    duration_s: NonNegative | None = Field(None, description="The span of the requests, s: first arrival to last "
+                                           "completion (start_time + execution_time, or end_time).")
+    batches: int = Field(0, ge=0, description="Batches scheduled: rows of batch.csv (else of forward.csv).")
+    batch_source: Literal["batch", "forward"] | None = Field(None, description="Which file gave the batch sizes.")
+    prefill_batch_mean: NonNegative | None = Field(None, description="Mean requests per batch that prefills any "
+                                                   "(prefill_batch_size; batch_size of a prefill batch).")
+    prefill_batch_p90: NonNegative | None = Field(None, description="90th percentile of the prefill batch size.")
+    prefill_batch_max: NonNegative | None = Field(None, description="Largest prefill batch seen.")
+    decode_batch_mean: NonNegative | None = Field(None, description="Mean requests per batch that decodes any "
+                                                  "(decode_batch_size; batch_size of a decode batch): the sequences "
+                                                  "each decode step advances.")
+    decode_batch_p90: NonNegative | None = Field(None, description="90th percentile of the decode batch size.")
+    decode_batch_max: NonNegative | None = Field(None, description="Largest decode batch seen.")
+    max_batch_size: NonNegative | None = Field(None, description="The engine's batch size limit where the files record "
+                                               "it (a max_batch_size / maxBatchSize column or summary metric).")
+    decode_batch_fill: NonNegative | None = Field(None, description="decode_batch_mean / max_batch_size: how much of "
+                                                  "the allowed batch the decode steps use (None without the limit).")
+    kv_usage_p50: Ratio | None = Field(None, description="Median KV-cache usage (kvcache_usage_rate, 0..1; a column in "
+                                       "percent is read as such).")
+    kv_usage_p90: Ratio | None = Field(None, description="90th percentile of the KV-cache usage.")
+    kv_usage_max: Ratio | None = Field(None, description="Highest KV-cache usage seen.")
+    kv_full_share: Ratio | None = Field(None, description="Share of batches (of kvcache.csv's records, when batch.csv "
+                                        "has no usage column) at 95 % KV-cache usage or more.")
+    kv_usage_source: Literal["batch", "kvcache"] | None = Field(None, description="Which file gave the KV-cache usage.")
+
+
 class BottleneckFact(Fact):
     """The verdict on where step time goes; derived by the bottleneck rules, matched by others."""
 
@@ -920,6 +1065,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         HostFact,
         GpuFact,
         CaptureFact,
+        PhaseFact,
         DataLoaderFact,
         IdleFact,
         ApiFact,
@@ -928,6 +1074,7 @@ FACT_FAMILIES: dict[str, type[Fact]] = {
         LayoutFact,
         PipelineFact,
         StageFact,
+        ServiceFact,
         BottleneckFact,
         StepDeltaFact,
         OperatorDeltaFact,

@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 
 from advisor.facts.context import core_counts_of, device_entry
+from advisor.facts.matrix import MATRIX_KERNEL
 from advisor.facts.models import Fact, OperatorFact
+from advisor.facts.platforms import traits
 from advisor.facts.scope import RankScope, float_or_none, file_source
 from advisor.ingest.ascend import PIPE_RATIOS
 from advisor.ingest.columns import records
@@ -214,6 +216,7 @@ def operator_facts(scope: RankScope) -> list[Fact]:
                 share_of_step=share_of_step,
                 table_coverage=coverage,
                 position=int(row["position"]),
+                matrix_kernel=bool(MATRIX_KERNEL.search(str(row["type"]))) if traits(rank.platform).types_are_kernels else None,
                 **_pipe_fields(row, cores),
             )
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from advisor.ingest.trace import ASCEND_COMPUTE_TASK, ASCEND_GRAPH_LAUNCH, ASCEND_LAUNCH, ASCEND_QUEUED_LAUNCH
 from advisor.ingest.warmup import KERNEL_LAUNCH
 from advisor.vocabulary import Platform
 
@@ -36,16 +37,15 @@ class RuntimeNames:
 
 ASCEND_RUNTIME = RuntimeNames(
     compile=re.compile(r"^AscendCL@aclopCompileAndExecute$"),
-    graph_launch=re.compile(r"^AscendCL@aclmdl(RI)?Execute(Async)?$"),
+    graph_launch=ASCEND_GRAPH_LAUNCH,
     operator_execution=re.compile(r"^AscendCL@aclopCompileAndExecute$"),  # the legacy aclop path
     compile_step=re.compile(r"^AscendCL@opCompile$"),  # aclopCompileAndExecute also runs the operator
     sync=re.compile(r"^AscendCL@aclrtSynchronize(Stream|Device|Event)"),
-    launch=re.compile(r"^Node@launch$"),
-    queued_launch=re.compile(r"^Dequeue@(?!(record|wait|destroy)_event$)"),  # not the queue's event bookkeeping
+    launch=ASCEND_LAUNCH,
+    queued_launch=ASCEND_QUEUED_LAUNCH,
     free=re.compile(r"^AscendCL@aclrtFree(Physical)?$"),
     allocator=re.compile(r"^AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$"),
-    compute_task=re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
-                            r"KERNEL_MIX_AIV|KERNEL_AICPU)$"),
+    compute_task=ASCEND_COMPUTE_TASK,
     copy_task=re.compile(r"^(PCIE_DMA_SQE|SDMA_SQE|MEMCPY_ASYNC)$"),
     copy_call=re.compile(r"^AscendCL@aclrtMemcpy(Async)?(2d)?$"),
 )
@@ -84,13 +84,17 @@ class PlatformTraits:
     # kernels matched across ranks do not), which the MC2 candidates and the bandwidth facts need
     host_us_per_launch: float | None  # the host time one kernel costs on the thread that launches it; None: the
     # launch call's own measured time (torch_npu's task queue launches on a thread of its own)
+    types_are_kernels: bool  # an operator's type is its kernel's name (a Kineto trace), which names the math unit
+    # (MATRIX_KERNEL); Ascend's operator types say nothing of it
 
 
 PLATFORM_TRAITS: dict[Platform, PlatformTraits] = {
     "ascend": PlatformTraits(runtime=ASCEND_RUNTIME, host_process="Python", allocator_on_host=False,
-                             collectives_carry_traffic=True, host_us_per_launch=None),
+                             collectives_carry_traffic=True, host_us_per_launch=None,
+                             types_are_kernels=False),
     "gpu": PlatformTraits(runtime=GPU_RUNTIME, host_process="cpu_op", allocator_on_host=True,
-                          collectives_carry_traffic=False, host_us_per_launch=EAGER_GPU_US_PER_LAUNCH),
+                          collectives_carry_traffic=False, host_us_per_launch=EAGER_GPU_US_PER_LAUNCH,
+                          types_are_kernels=True),
 }
 
 

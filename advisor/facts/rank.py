@@ -20,6 +20,7 @@ from advisor.facts.idle import idle_facts
 from advisor.facts.memory import memory_facts
 from advisor.facts.models import Fact
 from advisor.facts.operators import operator_facts
+from advisor.facts.phases import phase_facts
 from advisor.facts.scope import RankFacts, RankMeta, RankScope, Shown
 from advisor.facts.sequences import sequence_facts
 from advisor.facts.steps import breakdown_facts, step_facts
@@ -45,6 +46,7 @@ RANK_FAMILIES: list[RankFamily] = [
     RankFamily(host_facts, "tail"),
     RankFamily(idle_facts, "tail"),
     RankFamily(capture_facts, "tail"),
+    RankFamily(phase_facts, "tail"),
     RankFamily(communication_tables, "tail"),
 ]
 

@@ -74,6 +74,7 @@ from advisor.facts.models import (
     TransportFact,
 )
 from advisor.facts.scope import RankFacts, RankMeta, file_source, metadata_source
+from advisor.facts.service import service_facts
 from advisor.ingest.columns import Columns, columns_of, records
 from advisor.facts.sequences import mc2_candidates
 from advisor.facts.steps import mean_step, times
@@ -675,6 +676,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 utilization=float(row["bandwidth_gbps"]) / nominal if nominal else None,
                 ops_per_step=float(row["ops_per_step"]),
                 small_op_share=float(row["small_op_share"]),
+                mean_op_mb=float(row["size_mb_per_step"]) / float(row["ops_per_step"]) if row["ops_per_step"] else None,
             )
         )
     return facts
@@ -872,6 +874,7 @@ REDUCE_FAMILIES: list[ReduceFamily] = [
     ReduceFamily("end", _straggler_facts),
     ReduceFamily("end", _pipeline_facts),
     ReduceFamily("end", _stage_facts),
+    ReduceFamily("end", service_facts),
 ]
 
 

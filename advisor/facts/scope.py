@@ -45,6 +45,7 @@ class RankMeta(Sourced):
     kineto_device_name: str | None = None
     kineto_compute_capability: str | None = None
     kineto_settings: dict[str, bool] | None = None
+    serving: bool = False  # a serving run: its iterations were read (ingest.serving)
 
     @property
     def info_file(self) -> Path | None:
@@ -68,7 +69,8 @@ class RankMeta(Sourced):
                    kineto_path=kineto.path if kineto is not None else None,
                    kineto_device_name=kineto.device_name if kineto is not None else None,
                    kineto_compute_capability=kineto.compute_capability if kineto is not None else None,
-                   kineto_settings=kineto.settings if kineto is not None else None)
+                   kineto_settings=kineto.settings if kineto is not None else None,
+                   serving=rank.iterations is not None)
 
 
 @dataclass

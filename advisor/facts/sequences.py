@@ -19,6 +19,7 @@ from advisor.facts.operators import COMMUNICATION_CORES, distinct_steps, in_step
 from advisor.facts.platforms import traits
 from advisor.facts.scope import Mc2Pairs, RankScope, file_source
 from advisor.ingest.columns import records
+from advisor.names import matching
 
 MAX_PAIRS = 150
 MATMUL = re.compile(r"^(MatMul|BatchMatMul)", re.IGNORECASE)
@@ -147,7 +148,7 @@ def mc2_masks(timeline: pd.DataFrame) -> dict[str, pd.Series]:
         return {}
     nxt = timeline.shift(-1)
     same_step = (timeline["step"] == nxt["step"]) | (timeline["step"].isna() & nxt["step"].isna())
-    is_matmul = ~timeline["is_comm"] & timeline["type"].str.match(MATMUL)
+    is_matmul = ~timeline["is_comm"] & matching(timeline["type"], MATMUL)
     next_matmul = is_matmul.shift(-1, fill_value=False)
     kinds = {
         "matmul_all_reduce": same_step & is_matmul & (nxt["collective"] == "all_reduce"),
@@ -255,7 +256,7 @@ def matmul_overlap_share(timeline: pd.DataFrame) -> float | None:
     comm = timeline.loc[timeline["is_comm"], ["start_us", "duration_us"]]
     if comm.empty or comm["duration_us"].sum() <= 0:
         return None
-    matmul = timeline.loc[~timeline["is_comm"] & timeline["type"].str.match(MATMUL), ["start_us", "duration_us"]]
+    matmul = timeline.loc[~timeline["is_comm"] & matching(timeline["type"], MATMUL), ["start_us", "duration_us"]]
     merged: list[list[float]] = []
     for start, duration in sorted(zip(matmul["start_us"], matmul["duration_us"])):
         end = start + duration

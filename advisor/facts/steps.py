@@ -1,5 +1,5 @@
 """The step and breakdown fact families: the step-time breakdown over step_trace_time (else over what the reader
-rebuilt from the trace's Overlap Analysis lanes: ``ingest.ascend.lane_steps``)."""
+rebuilt from the trace's Overlap Analysis lanes: ``ingest.lanes.lane_steps``)."""
 
 from __future__ import annotations
 

@@ -6,12 +6,16 @@ The readers (and pandas) are imported when a profile is read, not with the packa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from advisor.ingest.model import Coverage, CsvTable, Profile, RankData, RankDir
+from advisor.ingest.model import Coverage, CsvTable, Layout, Profile, RankData, RankDir
 from advisor.parallel import fork_map
 from advisor.runoptions import RunOptions, reading
 
-__all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile"]
+if TYPE_CHECKING:
+    from advisor.ingest.service import ServiceData
+
+__all__ = ["Coverage", "CsvTable", "Profile", "RankData", "load_profile", "read_layout_service"]
 
 
 def load_profile(path: Path, options: RunOptions | None = None) -> Profile:
@@ -41,4 +45,15 @@ def _load(path: Path, options: RunOptions) -> Profile:
             ranks.append(rank)
     if fmt.finish is not None:
         ranks = fmt.finish(ranks, layout, coverage)
-    return Profile(root=path, base=layout.base, format=layout.format, ranks=ranks, coverage=coverage)
+    return Profile(root=path, base=layout.base, format=layout.format, ranks=ranks, coverage=coverage,
+                   service=read_layout_service(layout, coverage))
+
+
+def read_layout_service(layout: Layout, coverage: Coverage) -> ServiceData | None:
+    """The msServiceProfiler output discovery found with (or as) the profile, read once for the whole profile (None
+    when there is none, or none of its files could be read: ``coverage`` says why)."""
+    if layout.service is None:
+        return None
+    from advisor.ingest.service import read_service
+
+    return read_service(layout.service, layout.base, coverage)

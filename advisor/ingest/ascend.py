@@ -36,10 +36,13 @@ from advisor.ingest.db import (
     read_step_trace,
     read_trace_tables,
 )
-from advisor.ingest.kinetosteps import step_markers, window_of
+from advisor.ingest.ascendserving import ascend_iterations, with_readback_iterations
+from advisor.ingest.kinetosteps import window_of
+from advisor.ingest.lanes import lane_steps
 from advisor.ingest.limits import check_size, read_bounded
 from advisor.ingest.model import CommunicationTables, Coverage, CsvTable, FileProblem, Provenance, RankData, SkippedFile
 from advisor.ingest.paths import display_path
+from advisor.ingest.serving import breakdown_phase, phase_steps
 from advisor.ingest.trace import TraceTables, read_trace
 from advisor.parallel import in_worker, progress_heard, worker_progress
 from advisor.runoptions import current
@@ -128,14 +131,15 @@ def rank_id_from_dir(rank_dir: Path) -> int | None:
 
 
 def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage: Coverage, *,
-              survey: bool = False) -> RankData:
+              survey: bool = False, stage: str | None = None) -> RankData:
     """Read every file this version of the tool uses from one rank directory.
 
     The text export is read when its CSVs are there; otherwise the DB export (ascend_pytorch_profiler_{rank}.db
     and analysis.db) when it is — never both, so a directory holding both is not counted twice. ``survey`` reads
     only the cluster-level files (SURVEY_FILES: the step breakdown, communication and the matrix, with
     profiler_info, profiler_metadata and the device's info.json) and the header line of kernel_details.csv, as
-    triage does for the ranks it does not analyse in depth.
+    triage does for the ranks it does not analyse in depth. ``stage``: the serving phase the whole capture holds
+    (a recipe's ``prefill/`` or ``decode/`` directory), which its iterations take.
     """
     data = RankData(rank=rank, path=rank_dir, output_dir=output_dir)
     reader = Reader(base, coverage)
@@ -165,8 +169,12 @@ def read_rank(rank_dir: Path, output_dir: Path, rank: int, base: Path, coverage:
     else:
         _read_text_export(data, output_dir, reader)
         _keep_one_capture(data, reader)
+    if not survey and data.trace is not None:
+        data.trace = with_readback_iterations(data.trace)
     if not survey and data.step_trace is None:
         _steps_from_lanes(data, reader)
+    if not survey and data.trace is not None:
+        _serving_steps(data, reader, stage)
     if data.device_id is None:
         data.device_id = _first_device_id(data.step_trace, data.kernels)
     return data
@@ -337,56 +345,50 @@ def _steps_from_lanes(data: RankData, reader: Reader) -> None:
                                     f"comes from the Overlap Analysis lanes of {reader.shown(trace_file)}")
 
 
-_LANES = {"Computing": "computing_us", "Communication(Not Overlapped)": "comm_not_overlapped_us",
-          "Communication": "communication_us", "Free": "free_us"}
+SERVING_STEPS = ("the serving iterations (execute_context_… annotations or execute_model events) of the phase the "
+                 "breakdown covers; Overlap Analysis lanes summed per iteration")
 
 
-def lane_windows(trace: TraceTables) -> pd.DataFrame:
-    """The step windows the lanes are summed in (step, start, end): each ProfilerStep#N from its start to the later of
-    its end and the end of the device tasks launched inside it (the device runs behind the host), never past the next
-    step's start; empty without ProfilerStep events."""
-    markers = step_markers(trace.host) if not trace.host.empty else pd.DataFrame(columns=["step", "ts", "dur"])
-    if markers.empty:
-        return pd.DataFrame(columns=["step", "start", "end"])
-    starts = markers["ts"].to_numpy(float)
-    host_ends = starts + markers["dur"].to_numpy(float)
-    ends = host_ends.copy()
-    device, launches = trace.device, trace.launches
-    if not launches.empty and not device.empty:
-        task_end = (device["ts"] + device["dur"]).groupby(device["ts"]).max()
-        launched = pd.DataFrame({"ts": launches["launch_ts"].to_numpy(float),
-                                 "end": launches["device_ts"].map(task_end).to_numpy(float)}).dropna()
-        slot = np.searchsorted(starts, launched["ts"].to_numpy(), side="right") - 1
-        inside = (slot >= 0) & (launched["ts"].to_numpy() <= host_ends[np.clip(slot, 0, None)])
-        np.maximum.at(ends, slot[inside], launched["end"].to_numpy()[inside])
-    ends[:-1] = np.minimum(ends[:-1], starts[1:])
-    return pd.DataFrame({"step": markers["step"].astype(int).to_numpy(), "start": starts, "end": ends})
+def _serving_steps(data: RankData, reader: Reader, stage: str | None) -> None:
+    """A serving run (iterations marked on the Python lane, no ProfilerStep): its iterations, and a step table of the
+    phase the breakdown covers, one row per iteration, in place of step_trace_time's one row for the whole capture."""
+    iterations = ascend_iterations(data.trace, stage)
+    if iterations is None:
+        return
+    data.iterations = iterations
+    phase = breakdown_phase(iterations)
+    steps = lane_steps(data.trace)
+    if phase is not None:
+        steps = steps.loc[pd.to_numeric(steps["step"], errors="coerce").isin(phase_steps(iterations, phase))]
+    captured = iterations.loc[iterations["graph_captures"] > 0, "step"]
+    if len(captured) and (~pd.to_numeric(steps["step"], errors="coerce").isin(captured)).any():
+        steps = steps.loc[~pd.to_numeric(steps["step"], errors="coerce").isin(captured)]
+        reader.coverage.warnings.append(
+            f"{reader.shown(data.file('trace'))}: iteration {', '.join(map(str, captured))} captures its graph "
+            "(AscendCL@aclmdlRICapture…): a warm-up, left out of the step breakdown")
+    if steps.empty:
+        return
+    trace_file = data.file("trace")
+    data.step_trace = CsvTable.of_frame(trace_file, steps.reset_index(drop=True))
+    data.sources["step_trace"] = Provenance(trace_file, SERVING_STEPS)
+    _kernels_by_iteration(data, iterations)
+    reader.coverage.warnings.append(
+        f"{reader.shown(trace_file)}: a serving run of {len(iterations)} iterations: the step breakdown of rank "
+        f"{data.rank} covers its {len(steps)} {phase or ''} iteration(s), from the Overlap Analysis lanes; the other "
+        "phases are described in the phase facts")
 
 
-def lane_steps(trace: TraceTables) -> pd.DataFrame:
-    """step_trace_time rows from the Overlap Analysis lanes, as torch_npu computes them: per step window
-    (``lane_windows``), each lane's events that start in it summed; Preparing from the window's start to its first
-    Computing or Communication event. One row (step empty) for the whole capture without ProfilerStep events."""
-    lanes = trace.overlap.loc[trace.overlap["lane"].isin(_LANES)]
-    windows = lane_windows(trace)
-    if windows.empty:
-        step = pd.Series(-1, index=lanes.index)
-        starts = {-1: float(trace.host["ts"].min()) if not trace.host.empty else float(lanes["ts"].min())}
-    else:
-        step = window_of(lanes, windows)
-        starts = dict(zip(windows["step"], windows["start"]))
-    kept = lanes.assign(step=step).dropna(subset=["step"])
-    if kept.empty:
-        return pd.DataFrame()
-    sums = kept.groupby(["step", "lane"], sort=True)["dur"].sum().unstack("lane", fill_value=0.0)
-    frame = sums.rename(columns=_LANES).reindex(columns=list(_LANES.values()), fill_value=0.0)
-    busy = kept.loc[kept["lane"].isin(("Computing", "Communication"))].groupby("step")["ts"].min()
-    first = busy.reindex(frame.index)
-    frame["preparing_us"] = [max(float(f) - starts[int(s)], 0.0) if f == f else 0.0 for s, f in zip(frame.index, first)]
-    frame["overlapped_us"] = (frame["communication_us"] - frame["comm_not_overlapped_us"]).clip(lower=0)
-    frame = frame.reset_index()
-    frame["step"] = frame["step"].map(lambda s: "" if s == -1 else str(int(s))).astype("str")
-    return frame
+def _kernels_by_iteration(data: RankData, iterations: pd.DataFrame) -> None:
+    """Give each kernel_details row the serving iteration it ran in (its Step Id, empty without ProfilerStep), so the
+    operator facts count the iterations the breakdown covers — not a prefill's or a graph capture's kernels divided
+    by the decode iterations."""
+    if data.kernels is None or data.kernels.values("start_us") is None:
+        return
+    kernels = data.kernels.frame
+    if "step" in kernels and pd.to_numeric(kernels["step"], errors="coerce").notna().any():
+        return
+    data.kernels = CsvTable.of_frame(data.kernels.path, kernels.assign(
+        step=window_of(kernels, iterations[["step", "start", "end"]], column="start_us")), data.kernels.header)
 
 
 def report_progress(shown: str, path: Path) -> None:

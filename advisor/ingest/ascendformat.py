@@ -1,10 +1,15 @@
 """Ascend profiler output as an input format: rank directories (``*_ascend_pt``, ``*_ascend_ms``, or any directory
-holding ASCEND_PROFILER_OUTPUT or a profiler_info*.json), numbered from their names, the newest job's kept."""
+holding ASCEND_PROFILER_OUTPUT or a profiler_info*.json), numbered from their names, the newest job's kept. A serving
+recipe's phase directories (``prof/prefill/…``, ``prof/decode/…``) are one profile: each rank's decode capture is
+diagnosed, and the iterations of its prefill capture join it as the prefill phase."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+
+import pandas as pd
 
 from advisor.ingest.ascend import OUTPUT_DIR, rank_id_from_dir, read_rank
 from advisor.ingest.model import Coverage, InputFormat, Layout, RankData, RankDir
@@ -25,18 +30,71 @@ def _rank_at(path: Path, is_dir: bool) -> Path | None:
     return path if is_rank_dir(path) else None
 
 
+PHASE_DIRECTORIES = ("prefill", "decode")  # a serving recipe's capture directory per phase, the diagnosed one last
+
+
 def _layout(found: list[Path], path: Path, base: Path) -> Layout:
-    """The rank directories of the newest job in ``found``, each with a distinct rank."""
-    rank_dirs, job_warnings = _newest_job([RankDir(d, d / OUTPUT_DIR, rank_id_from_dir(d)) for d in found], path)
-    ranks, warnings = _resolve_ranks(rank_dirs)
-    warnings[:0] = job_warnings
-    fmt = "ascend-mindspore" if all(r.path.name.endswith("_ascend_ms") for r in ranks) else "ascend-pytorch"
-    return Layout(format=fmt, ranks=ranks, base=base, warnings=warnings)
+    """The rank directories of the newest job in ``found``, each with a distinct rank; with phase directories, the
+    newest job of each phase, each rank's captures paired (``_paired``)."""
+    staged = {d: _stage_of(d, path) for d in found}
+    ranks, warnings = [], []
+    for stage in (None, *PHASE_DIRECTORIES):
+        rank_dirs, job_warnings = _newest_job([RankDir(d, d / OUTPUT_DIR, rank_id_from_dir(d), stage)
+                                               for d in found if staged[d] == stage], path)
+        resolved, rank_warnings = _resolve_ranks(rank_dirs)
+        ranks.append(resolved)
+        warnings += job_warnings + rank_warnings
+    unstaged, *phases = ranks
+    if unstaged and any(phases):
+        warnings.append(f"{display_path(path, path.parent)} holds captures in phase directories "
+                        f"({'/, '.join(PHASE_DIRECTORIES)}/) and outside them; only those outside were read")
+        phases = [[] for _ in phases]
+    chosen = unstaged or _paired(*phases)
+    fmt = "ascend-mindspore" if all(r.path.name.endswith("_ascend_ms") for r in chosen) else "ascend-pytorch"
+    return Layout(format=fmt, ranks=chosen, base=base, warnings=warnings)
+
+
+def _stage_of(rank_dir: Path, path: Path) -> str | None:
+    """The phase directory (PHASE_DIRECTORIES) ``rank_dir`` lies in below the path given, else None."""
+    try:
+        parts = rank_dir.relative_to(path).parts[:-1]
+    except ValueError:
+        return None
+    named = [part.lower() for part in parts if part.lower() in PHASE_DIRECTORIES]
+    return named[-1] if named else None
+
+
+def _paired(prefill: list[RankDir], decode: list[RankDir]) -> list[RankDir]:
+    """Each rank's decode capture with its prefill capture as a companion (a rank captured in one phase only is
+    diagnosed on that one)."""
+    prefills = {d.rank: d for d in prefill}
+    ranks = [replace(d, companions=(("prefill", prefills.pop(d.rank).path),) if d.rank in prefills else ())
+             for d in decode]
+    return sorted(ranks + list(prefills.values()), key=lambda d: d.rank if d.rank is not None else -1)
 
 
 def _read(found: RankDir, base: Path, coverage: Coverage, survey: bool) -> RankData:
     assert found.rank is not None  # discovery numbered every rank directory
-    return read_rank(found.path, found.output_dir, found.rank, base, coverage, survey=survey)
+    data = read_rank(found.path, found.output_dir, found.rank, base, coverage, survey=survey, stage=found.stage)
+    for stage, companion in found.companions if not survey else ():
+        other = read_rank(companion, companion / OUTPUT_DIR, found.rank, base, coverage, stage=stage)
+        if other.iterations is None:
+            coverage.warnings.append(f"{display_path(companion, base)}: no {stage} iterations found (the capture marks "
+                                     f"none and reads back no sampled tokens); the {stage} phase is not described")
+            continue
+        data.iterations = _joined_iterations(data.iterations, other.iterations)
+    return data
+
+
+def _joined_iterations(own: pd.DataFrame | None, other: pd.DataFrame) -> pd.DataFrame:
+    """``own`` iterations with ``other``'s (another capture's, of another phase) numbered after them, in time order:
+    the breakdown's steps keep their numbers."""
+    if own is None:
+        return other
+    offset = int(pd.to_numeric(own["step"], errors="coerce").max()) if len(own) else 0
+    joined = pd.concat([own, other.assign(step=pd.to_numeric(other["step"], errors="coerce") + offset)],
+                       ignore_index=True)
+    return joined.sort_values("start", ignore_index=True)
 
 
 ASCEND = InputFormat(

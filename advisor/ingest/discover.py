@@ -1,8 +1,13 @@
-"""Find what a user-given path holds: one rank, or several, of one of the input formats (``ingest.formats``)."""
+"""Find what a user-given path holds: one rank, or several, of one of the input formats (``ingest.formats``).
+
+A format that ``joins`` (msServiceProfiler's service-level data) is diagnosed on its own when nothing else is found;
+found beside another format's ranks — in the directory given, or anywhere under it — it joins their profile as
+``Layout.service`` instead of being left out."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from advisor.errors import InputError
@@ -27,7 +32,8 @@ def discover(path: Path) -> Layout:
     for fmt in formats.FORMATS:  # the path is one rank
         rank = fmt.rank_at(path, is_dir)
         if rank is not None:
-            return fmt.layout([rank], path, rank.parent)
+            layout = fmt.layout([rank], path, rank.parent)
+            return _joined(layout, _joining_here(path), path) if is_dir and not fmt.joins else layout
     if not is_dir:
         raise InputError(f"{path}: is a file; {_supported()}")
     found = _walk(path)
@@ -37,7 +43,9 @@ def discover(path: Path) -> Layout:
     layout = chosen.layout(found[id(chosen)], path, path)
     for fmt in formats.FORMATS:
         others = found[id(fmt)] if fmt is not chosen else []
-        if others:
+        if others and fmt.joins and not chosen.joins:
+            layout = _joined(layout, others, path)
+        elif others:
             layout.warnings.append(f"{len(others)} {fmt.what} beside the {chosen.what} were not read (e.g. "
                                    f"{display_path(others[0], path)}); diagnose them on their own, or compare with "
                                    "advisor compare")
@@ -73,3 +81,28 @@ def _claim(path: Path, is_dir: bool, found: dict[int, list[Path]]) -> bool:
             found[id(fmt)].append(rank)
             return True
     return False
+
+
+def _joining_here(directory: Path) -> list[Path]:
+    """What the files directly in ``directory`` (a rank given as the path) are of a format that joins: the directory
+    itself when it holds service files."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory) if not entry.is_dir())
+    except OSError:
+        return []
+    return [found for fmt in formats.FORMATS if fmt.joins for name in names
+            if (found := fmt.rank_at(directory / name, False)) is not None]
+
+
+def _joined(layout: Layout, found: list[Path], path: Path) -> Layout:
+    """``layout`` with the first directory of service-level data ``found`` beside its ranks (the others named in a
+    warning)."""
+    directories = list(dict.fromkeys(found))
+    if not directories:
+        return layout
+    warnings = list(layout.warnings)
+    if len(directories) > 1:
+        warnings.append(f"msServiceProfiler output in {len(directories) - 1} more director"
+                        f"{'y' if len(directories) == 2 else 'ies'} beside the profile was not read (e.g. "
+                        f"{display_path(directories[1], path)}); the one read is {display_path(directories[0], path)}")
+    return replace(layout, service=directories[0], warnings=warnings)

@@ -11,10 +11,12 @@ from __future__ import annotations
 from advisor.ingest.ascendformat import ASCEND
 from advisor.ingest.kinetoformat import KINETO
 from advisor.ingest.model import InputFormat
+from advisor.ingest.serviceformat import SERVICE
 
 FORMATS: list[InputFormat] = [
     ASCEND,
     KINETO,
+    SERVICE,  # last: found beside another format's ranks, it joins their profile (InputFormat.joins)
 ]
 
 

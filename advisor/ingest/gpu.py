@@ -17,17 +17,23 @@ Each trace becomes the tables an Ascend rank has, each with its Provenance (the 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from advisor.ingest.communication import TRAFFIC_COLUMNS
 from advisor.ingest.kineto import KinetoTrace, kernel_table, read_kineto
-from advisor.ingest.kinetosteps import (capture_backlog, launch_steps, launch_times, step_breakdown, step_markers,
-                                       step_source, step_windows)
+from advisor.ingest.kinetosteps import (SERVING_SOURCES, capture_backlog, iteration_names, launch_steps, launch_times,
+                                       step_breakdown,
+                                       step_markers, step_source, step_windows, window_of)
 from advisor.ingest.model import CommunicationTables, CsvTable, Provenance, RankData
+from advisor.ingest.serving import (KERNEL_FAMILIES, breakdown_phase, family_times, generating, phase_steps,
+                                    readback_markers, serving_iterations)
 from advisor.ingest.trace import TraceTables
-from advisor.ingest.warmup import warmup_by_step
+from advisor.ingest.warmup import KERNEL_LAUNCH, warmup_by_step
+from advisor.names import matching
 
 # What in the trace each table is made of (the facts name the text export's columns, which a trace does not have).
 TRACE_CONTENT = {
@@ -45,13 +51,62 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
     """One trace as a RankData (rank from distributedInfo, else 0 — the loader renumbers clashes)."""
     trace = read_kineto(path)
     warnings.extend(trace.warnings)
+    return gpu_rank_data(trace, path, warnings)
+
+
+def read_gpu_stages(files: list[tuple[str, Path]], warnings: list[str]) -> RankData:
+    """One rank's per-stage traces (SGLang's ``…-TP-<r>-EXTEND``/``-DECODE`` files: (phase, path) in order) as one
+    RankData whose serving iterations take their phase from the file that holds them."""
+    traces = [read_kineto(path) for _phase, path in files]
+    for trace in traces:
+        warnings.extend(trace.warnings)
+    spans = [(phase, *trace_span(trace)) for (phase, _path), trace in zip(files, traces)]
+    return gpu_rank_data(merged_traces(traces), files[0][1], warnings, spans)
+
+
+def trace_span(trace: KinetoTrace) -> tuple[float, float]:
+    """The first and last µs a trace's host and GPU events cover."""
+    frames = [f for f in (trace.cpu, trace.gpu, trace.runtime) if not f.empty]
+    if not frames:
+        return (float("inf"), float("-inf"))
+    return (min(float(f["ts"].min()) for f in frames), max(float((f["ts"] + f["dur"]).max()) for f in frames))
+
+
+def merged_traces(traces: list[KinetoTrace]) -> KinetoTrace:
+    """Traces of one rank taken one after another, as one: their tables concatenated, each later trace's correlation
+    and external ids moved past the earlier ones' so that launches still pair with their kernels."""
+    offset_correlation = offset_external = 0.0
+    gpu, runtime, cpu, memory = [], [], [], []
+    for trace in traces:
+        gpu.append(trace.gpu.assign(correlation=trace.gpu["correlation"] + offset_correlation,
+                                    external_id=trace.gpu["external_id"] + offset_external))
+        runtime.append(trace.runtime.assign(correlation=trace.runtime["correlation"] + offset_correlation))
+        cpu.append(trace.cpu.assign(external_id=trace.cpu["external_id"] + offset_external))
+        memory.append(trace.memory)
+        offset_correlation += float(pd.concat([trace.gpu["correlation"], trace.runtime["correlation"]]).max(skipna=True) or 0) + 1
+        offset_external += float(pd.concat([trace.gpu["external_id"], trace.cpu["external_id"]]).max(skipna=True) or 0) + 1
+    first = traces[0]
+    return replace(first, gpu=pd.concat(gpu, ignore_index=True), runtime=pd.concat(runtime, ignore_index=True),
+                   cpu=pd.concat(cpu, ignore_index=True), memory=pd.concat(memory, ignore_index=True),
+                   truncation=next((t.truncation for t in traces if t.truncation), None), warnings=[])
+
+
+def gpu_rank_data(trace: KinetoTrace, path: Path, warnings: list[str],
+                  stages: list[tuple[str, float, float]] | None = None) -> RankData:
+    """The RankData of one rank's trace; ``stages``: (phase, first µs, last µs) of each per-stage trace merged into
+    it, which the serving iterations inside each take their phase from."""
+    trace = with_readback_iterations(trace)
     data = RankData(rank=trace.rank if trace.rank is not None and trace.rank >= 0 else -1, path=path,
                     output_dir=path.parent, platform="gpu", export="kineto", kineto=trace)
     data.sources = {table: Provenance(path, content) for table, content in TRACE_CONTENT.items()}
     data.device_id = int(trace.gpu["device"].dropna().iloc[0]) if trace.gpu["device"].notna().any() else None
     steps = launch_steps(trace.gpu, trace.runtime, trace.cpu)
     windows = step_windows(trace.gpu, trace.runtime, trace.cpu)
-    breakdown = steady_steps(step_breakdown(trace.gpu, windows), warmup_by_step(trace, windows), warnings)
+    breakdown = step_breakdown(trace.gpu, windows)
+    if step_source(trace.cpu) in SERVING_SOURCES and not breakdown.empty:
+        data.iterations = gpu_iterations(trace, windows, steps, breakdown, stages)
+        breakdown = phase_breakdown(breakdown, data.iterations, warnings)
+    breakdown = steady_steps(breakdown, warmup_by_step(trace, windows), warnings)
     if not breakdown.empty and not trace.gpu.empty:
         data.step_trace = CsvTable.of_frame(path, breakdown)
         cadence = cadence_note(trace, breakdown)
@@ -75,6 +130,27 @@ def read_gpu_rank(path: Path, warnings: list[str]) -> RankData:
         data.memory_record = CsvTable.of_frame(path, memory)
     data.trace = trace_tables(trace)
     return data
+
+
+def with_readback_iterations(trace: KinetoTrace) -> KinetoTrace:
+    """``trace`` with markers for the iterations of a generation loop that marks none, cut at the device-to-host copies
+    that bring its sampled tokens back (``serving.readback_markers``; a copy ends when both the GPU copy and the call
+    that issued it have); unchanged when it marks its steps or runs no generation loop."""
+    if trace.gpu.empty or trace.cpu.empty or step_source(trace.cpu) is not None:
+        return trace
+    compute = trace.gpu.loc[trace.gpu["kind"] == "compute"]
+    if not generating(compute["name"], trace.cpu["name"]):
+        return trace
+    back = trace.gpu.loc[trace.gpu["name"].str.startswith("Memcpy DtoH")]
+    call_end = (trace.runtime["ts"] + trace.runtime["dur"]).groupby(trace.runtime["correlation"]).max()
+    ends = np.maximum((back["ts"] + back["dur"]).to_numpy(float),
+                      back["correlation"].map(call_end).astype(float).fillna(-np.inf).to_numpy())
+    sampling = compute.loc[matching(compute["name"], KERNEL_FAMILIES["sampling"], search=True)]
+    markers = readback_markers(trace.cpu["ts"].to_numpy(float), sampling["ts"].to_numpy(float), ends)
+    if markers.empty:
+        return trace
+    added = markers.assign(tid=trace.cpu["tid"].mode().iloc[0], external_id=None, dtype=None)[list(trace.cpu.columns)]
+    return replace(trace, cpu=pd.concat([trace.cpu, added], ignore_index=True))
 
 
 def cadence_note(trace: KinetoTrace, breakdown: pd.DataFrame) -> str | None:
@@ -109,6 +185,63 @@ def steady_steps(breakdown: pd.DataFrame, warm: dict[int, list[str]], warnings: 
         return breakdown
     warnings.append("; ".join(f"step {step} warms up ({', '.join(parts)})" for step, parts in warm.items())
                     + ": left out of the step breakdown, which covers the steady-state steps after it")
+    return kept.reset_index(drop=True)
+
+
+GRAPH_LAUNCH = re.compile(r"^(cuda|hip)GraphLaunch(_v\d+)?$")
+
+
+def gpu_iterations(trace: KinetoTrace, windows: pd.DataFrame, steps: pd.Series, breakdown: pd.DataFrame,
+                   stages: list[tuple[str, float, float]] | None = None) -> pd.DataFrame:
+    """A serving trace's iterations (``ingest.serving``) with what each did on the GPU: its breakdown (computing,
+    exposed communication, free µs), its graph and kernel launches, and its copies back to the host; ``stages`` (see
+    ``gpu_rank_data``) give the phase of the iterations inside them."""
+    gpu = trace.gpu
+    compute = gpu["kind"] == "compute"
+    sets = gpu.loc[compute, "name"].groupby(steps.loc[compute]).agg(frozenset)
+    kernel_sets = [sets.get(str(step), frozenset()) for step in windows["step"]]
+    to_device = gpu["name"].str.startswith("Memcpy HtoD")
+    sizes = gpu.loc[to_device, "bytes"].groupby(steps.loc[to_device]).agg(list)
+    copies = [sizes.get(str(step), []) for step in windows["step"]]
+    staged = None if stages is None else [
+        next((phase for phase, first, last in stages if first <= start <= last), None) for start in windows["start"]]
+    kernels = gpu["kind"] != "memory"
+    families = family_times(gpu.loc[kernels, "name"], gpu.loc[kernels, "dur"], gpu.loc[kernels, "kind"] == "communication",
+                            pd.to_numeric(steps.loc[kernels], errors="coerce"))
+    device = windows["step"].map(families["device_us"]).fillna(0.0).tolist()
+    iterations = serving_iterations(windows, iteration_names(trace.cpu), kernel_sets, copies, staged, device)
+    runtime = trace.runtime
+    launched = window_of(runtime, windows)
+    graph = matching(runtime["name"], GRAPH_LAUNCH)
+    kernel = matching(runtime["name"], KERNEL_LAUNCH) & ~graph
+    back = gpu["name"].str.startswith("Memcpy DtoH")
+    measured = breakdown.assign(step=pd.to_numeric(breakdown["step"], errors="coerce")).set_index("step")
+    iterations = iterations.join(families, on="step").fillna({column: 0.0 for column in families.columns})
+    return iterations.assign(
+        computing_us=iterations["step"].map(measured["computing_us"]),
+        comm_not_overlapped_us=iterations["step"].map(measured["comm_not_overlapped_us"]),
+        free_us=iterations["step"].map(measured["free_us"]),
+        graph_launches=iterations["step"].map(launched.loc[graph].value_counts()).fillna(0).astype(int),
+        kernel_launches=iterations["step"].map(launched.loc[kernel].value_counts()).fillna(0).astype(int),
+        copies_to_host=iterations["step"].map(steps.loc[back].dropna().astype(int).value_counts()).fillna(0).astype(int),
+    )
+
+
+def phase_breakdown(breakdown: pd.DataFrame, iterations: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
+    """The step table of the phase the breakdown covers (``serving.breakdown_phase``), with a warning saying so when
+    iterations of the other phase are left out of it."""
+    phase = breakdown_phase(iterations)
+    if phase is None:
+        return breakdown
+    kept = breakdown.loc[pd.to_numeric(breakdown["step"], errors="coerce").isin(phase_steps(iterations, phase))]
+    other = "prefill" if phase == "decode" else "decode"
+    others = len(phase_steps(iterations, other))
+    if kept.empty:
+        return breakdown
+    if others:
+        warnings.append(f"a serving run: the step breakdown covers its {len(kept)} {phase} iteration(s); the {others} "
+                        f"{'prefill or mixed' if other == 'prefill' else other} iteration(s) are described in the "
+                        "phase facts")
     return kept.reset_index(drop=True)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
@@ -33,16 +34,15 @@ import pandas as pd
 from advisor.ingest import jsonstream
 from advisor.ingest.jsonstream import Cut, EventDecoders, Trailer, array_blocks
 from advisor.ingest.kept import API_OPS
+from advisor.ingest.kinetosteps import ITERATION
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
+from advisor.names import per_name
 
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
 CPU_CATEGORIES = {"cpu_op", "operator", "user_annotation"}
 PYTHON_CATEGORY = "python_function"
-# The Python functions kept (with_stack traces hold hundreds of thousands): a serving engine's iteration, e.g. vLLM's
-# ".../gpu_model_runner.py(1234): execute_model"
-ITERATION_FUNCTION = re.compile(r": execute_model$")
 # Communication kernels: NCCL/RCCL and the libraries that move data between GPUs with kernels of their own —
 # DeepEP's dispatch/combine, vLLM's and TensorRT-LLM's custom all-reduce, PyTorch's symmetric-memory collectives,
 # NVSHMEM, MSCCL++, UCC — named as they appear in real traces.
@@ -53,12 +53,13 @@ COMMUNICATION_KERNEL = re.compile(
     r"lamport|\bhcom_",
     re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(hip)?(Memcpy|Memset)|^dma", re.IGNORECASE)
-# the framework ops ingest.kept keeps, and the process group's collective ops (nccl:all_to_all, c10d::allreduce_…)
+# the framework ops ingest.kept keeps, the process group's collective ops (nccl:all_to_all, c10d::allreduce_…), TorchRec's
+# pipeline stages, and a serving engine's iteration annotations (vLLM's execute_context_<n>(<tokens>)_generation_…)
 CPU_EVENTS = re.compile(rf"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad)#|^(?:{API_OPS['gpu'].pattern})|SyncBatchNorm|"
-                        r"^(nccl|gloo|rccl|ucc|c10d):|sparse_data_dist", re.IGNORECASE)  # and TorchRec's pipeline stages
+                        r"^(nccl|gloo|rccl|ucc|c10d):|sparse_data_dist|^execute_context_\d", re.IGNORECASE)
 
 
-GPU_COLUMNS = ["name", "kind", "stream", "device", "correlation", "ts", "dur", "external_id"]
+GPU_COLUMNS = ["name", "kind", "stream", "device", "correlation", "ts", "dur", "external_id", "bytes"]
 RUNTIME_COLUMNS = ["name", "correlation", "tid", "ts", "dur"]
 CPU_COLUMNS = ["name", "tid", "ts", "dur", "external_id", "dtype"]
 # The framework ops that do matrix math (forward and backward), whose operand types (record_shapes' "Input type") tell
@@ -82,6 +83,7 @@ class _Args(msgspec.Struct):
     allocated: Union[float, None] = msgspec.field(default=None, name="Total Allocated")
     reserved: Union[float, None] = msgspec.field(default=None, name="Total Reserved")
     size: Union[float, None] = msgspec.field(default=None, name="Bytes")  # each allocation (+) or free (−)
+    copied: Union[int, float, None] = msgspec.field(default=None, name="bytes")  # a memcpy's size
     external_id: Union[int, None] = msgspec.field(default=None, name="External id")  # a kernel's op (cpu_op's own id)
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")  # decoded for matrix ops only
     # Left undecoded: only whether an op has them tells that record_shapes / with_stack was on.
@@ -135,7 +137,7 @@ class KinetoTrace:
     path: Path
     rank: int | None
     gpu: pd.DataFrame  # GPU_COLUMNS: name, kind (compute|communication|memory), stream, device, correlation, ts, dur,
-    # external_id (the cpu_op that launched it, when the trace records it)
+    # external_id (the cpu_op that launched it, when the trace records it), bytes (a copy's size, else None)
     runtime: pd.DataFrame  # RUNTIME_COLUMNS: name, correlation, tid, ts, dur
     cpu: pd.DataFrame  # CPU_COLUMNS: name, tid, ts, dur, external_id, dtype (a matrix op's operand precision, else None)
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
@@ -237,7 +239,7 @@ def _read_legacy(path: Path, handle, head: bytes) -> KinetoTrace:
         device = _stream(event.tid)
         flow = flow_of.get((event.ts, event.name))
         correlation = flow if isinstance(flow, int) else None
-        rows["gpu"].append((name, _kind(name, "kernel"), device, device, correlation, event.ts, event.dur, None))
+        rows["gpu"].append((name, _kind(name, "kernel"), device, device, correlation, event.ts, event.dur, None, None))
     for flow, event in starts.items():
         if isinstance(flow, int) and flow in ends:
             rows["runtime"].append((LEGACY_LAUNCH, flow, event.tid, event.ts, 0.0))
@@ -297,10 +299,10 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
         name = event.name or ""
         if category in GPU_CATEGORIES:
             rows["gpu"].append((name, _kind(name, category), _stream(args.stream), args.device, args.correlation, event.ts,
-                                event.dur, args.external_id))
+                                event.dur, args.external_id, args.copied))
         elif category in RUNTIME_CATEGORIES:
             rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
-        elif category == PYTHON_CATEGORY and ITERATION_FUNCTION.search(name):
+        elif category == PYTHON_CATEGORY and ITERATION.search(name):  # of with_stack's many functions, an iteration
             rows["cpu"].append((name, event.tid, event.ts, event.dur, None, None))
         elif category in CPU_CATEGORIES:
             if CPU_EVENTS.search(name):
@@ -356,6 +358,7 @@ def _operand_dtype(raw: msgspec.Raw) -> str | None:
     return next((label for label, pattern in _DTYPES if any(pattern.search(t) for t in types)), None)
 
 
+@lru_cache(maxsize=4096)
 def _kind(name: str, category: str) -> str:
     if COMMUNICATION_KERNEL.search(name):
         return "communication"
@@ -445,6 +448,6 @@ def kernel_table(trace: KinetoTrace, steps: pd.Series) -> pd.DataFrame:
     gpu = trace.gpu
     return pd.DataFrame({
         "step": steps, "device_id": gpu["device"].astype("float64"), "name": gpu["name"],
-        "type": gpu["name"].map(kernel_type), "accelerator_core": gpu["kind"].map(_CORES),
+        "type": per_name(gpu["name"], kernel_type), "accelerator_core": gpu["kind"].map(_CORES),
         "duration_us": gpu["dur"], "start_us": gpu["ts"],
     })

@@ -1,15 +1,18 @@
 """PyTorch profiler (Kineto) traces as an input format: ``*.pt.trace.json[.gz]`` files, or ``.json[.gz]`` files whose
-start is one, one per rank, numbered from the rank each records (distributedInfo)."""
+start is one, one per rank, numbered from the rank each records (distributedInfo). SGLang writes one file per stage of
+a rank (``<prefix>-TP-<r>-EXTEND.trace.json.gz``, ``-DECODE``): those of one rank are read as one rank, each
+iteration taking its phase from its file."""
 
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from pathlib import Path
 
 from advisor.ingest.ascend import OUTPUT_DIR, Reader
 from advisor.ingest.ascendformat import is_rank_dir
-from advisor.ingest.gpu import attach_nccl_waits, read_gpu_rank
+from advisor.ingest.gpu import attach_nccl_waits, read_gpu_rank, read_gpu_stages
 from advisor.ingest.kineto import rank_hint
 from advisor.ingest.model import Coverage, InputFormat, Layout, RankData, RankDir
 
@@ -50,12 +53,50 @@ def _looks_like_kineto(path: Path) -> bool:
         b'"traceEvents"' in head and any(category in head for category in _KINETO_CATEGORIES))
 
 
+# SGLang's per-stage trace of one tensor-parallel rank, and the phase each stage holds
+STAGE_FILE = re.compile(r"^(?P<prefix>.+)-TP-(?P<tp>\d+)-(?P<stage>EXTEND|PREFILL|MIXED|DECODE)\.trace\.json(\.gz)?$")
+STAGE_PHASES = {"EXTEND": "prefill", "PREFILL": "prefill", "MIXED": "mixed", "DECODE": "decode"}
+
+
+def stage_files(path: Path) -> list[tuple[str, Path]]:
+    """(phase, file) of each per-stage trace of the rank ``path`` is one of, in stage order (prefill first); [] when
+    ``path`` is not a per-stage trace."""
+    found = STAGE_FILE.match(path.name)
+    if found is None:
+        return []
+    order = list(STAGE_PHASES)
+    siblings = []
+    for candidate in sorted(path.parent.iterdir()):
+        other = STAGE_FILE.match(candidate.name)
+        if other and (other["prefix"], other["tp"]) == (found["prefix"], found["tp"]) and candidate.is_file():
+            siblings.append((order.index(other["stage"]), STAGE_PHASES[other["stage"]], candidate))
+    return [(phase, file) for _order, phase, file in sorted(siblings, key=lambda s: (s[0], s[2].name))]
+
+
 def _layout(found: list[Path], _path: Path, base: Path) -> Layout:
-    return Layout(format=KINETO_FORMAT, ranks=[RankDir(t, t.parent, None) for t in found], base=base, warnings=[])
+    """One rank per trace, and one per group of per-stage traces (the group's first file stands for it)."""
+    ranks, grouped = [], set()
+    for trace in found:
+        stage = STAGE_FILE.match(trace.name)
+        if stage is not None:
+            key = (trace.parent, stage["prefix"], stage["tp"])
+            if key in grouped:
+                continue
+            grouped.add(key)
+            trace = stage_files(trace)[0][1]
+        ranks.append(RankDir(trace, trace.parent, None))
+    return Layout(format=KINETO_FORMAT, ranks=ranks, base=base, warnings=[])
 
 
 def _read(found: RankDir, base: Path, coverage: Coverage, _survey: bool) -> RankData | None:
-    return Reader(base, coverage).read(found.path, read_gpu_rank)
+    reader = Reader(base, coverage)
+    stages = stage_files(found.path)
+    if not stages:
+        return reader.read(found.path, read_gpu_rank)
+    data = reader.read(found.path, lambda _path, warnings: read_gpu_stages(stages, warnings))
+    if data is not None:
+        coverage.read.extend(reader.shown(path) for _phase, path in stages if path != found.path)
+    return data
 
 
 def _finish(found: list[RankData], layout: Layout, coverage: Coverage) -> list[RankData]:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.intervals import intersect, merged, union
+from advisor.names import matching
 
 
 def launch_times(runtime: pd.DataFrame) -> pd.Series:
@@ -34,19 +35,24 @@ MIN_LAG_US = 1000.0  # a shorter wait for the first step's first GPU work is no 
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 # A serving engine's iteration: vLLM's annotation execute_context_<n>(<tokens>)_generation_<m>(<tokens>), or its
-# model runner's execute_model (a Python function event of a with_stack trace)
-ITERATION = re.compile(r"^execute_context_\d+|: execute_model$")
+# model runner's execute_model, or SGLang's ModelRunner.forward (Python function events of a with_stack trace)
+# What marks the iterations of a generation loop the trace does not mark (``serving.readback_markers``)
+READBACK_ITERATION = "serving iteration (to its token read-back)"
+ITERATION = re.compile(r"^execute_context_\d+|: execute_model$|model_runner\.py\(\d+\): forward$|"
+                       + re.escape(READBACK_ITERATION))
+SERVING_SOURCES = ("iteration", "read-back")  # step sources whose steps are a serving engine's iterations
 
 
 def step_source(cpu: pd.DataFrame) -> str | None:
     """Where a trace's steps come from: "ProfilerStep" markers; else a serving engine's "iteration" events (two or
-    more); else "Optimizer.step" events (two or more: each ends a training iteration); else None (one window)."""
+    more), or the "read-back" iterations advisor cut a generation loop into (``serving.readback_markers``); else
+    "Optimizer.step" events (two or more: each ends a training iteration); else None (one window)."""
     names = cpu["name"]
-    if names.str.match(STEP_EVENT).any():
+    if matching(names, re.compile(STEP_EVENT)).any():
         return "ProfilerStep"
-    if len(outermost(cpu.loc[names.str.contains(ITERATION)])) >= 2:
-        return "iteration"
-    return "Optimizer.step" if len(outermost(cpu.loc[names.str.match(OPTIMIZER_STEP)])) >= 2 else None
+    if len(outermost(cpu.loc[matching(names, ITERATION, search=True)])) >= 2:
+        return "read-back" if (names == READBACK_ITERATION).any() else "iteration"
+    return "Optimizer.step" if len(outermost(cpu.loc[matching(names, OPTIMIZER_STEP)])) >= 2 else None
 
 
 def step_markers(cpu: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +62,7 @@ def step_markers(cpu: pd.DataFrame) -> pd.DataFrame:
     numbers = cpu["name"].str.extract(STEP_EVENT, expand=False)
     rows = cpu.loc[numbers.notna()]
     if rows.empty:
-        iterations = outermost(cpu.loc[cpu["name"].str.contains(ITERATION)])
+        iterations = outermost(cpu.loc[matching(cpu["name"], ITERATION, search=True)])
         if len(iterations) >= 2:
             return pd.DataFrame({"step": np.arange(1, len(iterations) + 1), "ts": iterations["ts"].to_numpy(float),
                                  "dur": iterations["dur"].to_numpy(float)})
@@ -67,11 +73,24 @@ def step_markers(cpu: pd.DataFrame) -> pd.DataFrame:
         ["ts", "step"], ignore_index=True)
 
 
+def iteration_names(cpu: pd.DataFrame) -> pd.Series:
+    """The name marking each serving iteration (``step_markers``' iterations, in order): an annotation nested in it
+    that says what the iteration runs (execute_context_…), else the marker's own name."""
+    events = cpu.loc[matching(cpu["name"], ITERATION, search=True)]
+    outer = outermost(events)
+    inner = events.loc[events["name"].str.startswith("execute_context_")].sort_values("ts")
+    names = []
+    for ts, dur, name in zip(outer["ts"], outer["dur"], outer["name"]):
+        nested = inner.loc[(inner["ts"] >= ts) & (inner["ts"] <= ts + dur), "name"]
+        names.append(nested.iloc[0] if len(nested) else name)
+    return pd.Series(names, dtype=object)
+
+
 def optimizer_iterations(cpu: pd.DataFrame) -> pd.DataFrame:
     """Without ProfilerStep markers, the training iterations (step 1, 2, …; ts, dur) that two or more Optimizer.step#…
     events mark: each iteration ends with its optimizer step and begins where the previous one ended (the first at the
     capture's first host event). Empty with fewer than two optimizer steps."""
-    steps = outermost(cpu.loc[cpu["name"].str.match(OPTIMIZER_STEP)])
+    steps = outermost(cpu.loc[matching(cpu["name"], OPTIMIZER_STEP)])
     if len(steps) < 2:
         return pd.DataFrame(columns=["step", "ts", "dur"])
     ends = (steps["ts"] + steps["dur"]).to_numpy(float)

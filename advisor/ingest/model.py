@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # trace.py and kineto.py import FileProblem from here; pandas
 
     from advisor.ingest.columns import Columns
     from advisor.ingest.kineto import KinetoTrace
+    from advisor.ingest.service import ServiceData
     from advisor.ingest.trace import TraceTables
 
 class FileProblem(Exception):
@@ -216,6 +217,8 @@ class RankData(Sourced):
     export: str = "text"  # "db": ascend_pytorch_profiler_{rank}.db and analysis.db; "kineto": a *.pt.trace.json
     platform: Platform = "ascend"  # "gpu" for a Kineto trace
     kineto: KinetoTrace | None = None  # the trace's own tables (GPU ranks)
+    iterations: pd.DataFrame | None = None  # a serving run's iterations (ingest.serving.ITERATION_COLUMNS and what each
+    # did on the device), None for a training job
     sources: dict[str, Provenance] = field(default_factory=dict)  # a table -> where it came from, when not its
     # TEXT_FILES file; a document of DOCUMENTS -> where it was read from
     kernel_header: list[str] | None = None  # kernel_details.csv's header, when only it was read (triage's survey)
@@ -231,6 +234,7 @@ class Profile:
     ranks: list[RankData]  # or their facts.scope.RankMeta (no tables) after advisor.cluster's run
     coverage: Coverage
     triage: Any = None  # advisor.cluster.Triage: which ranks were analysed in depth and why (None: all of them)
+    service: ServiceData | None = None  # msServiceProfiler's output read with (or as) the profile (ingest.service)
     _shown: dict[Path, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -251,11 +255,15 @@ class Profile:
 @dataclass(frozen=True)
 class RankDir:
     """A rank found on disk (a rank directory, or a PyTorch trace) and where its files are (Ascend:
-    ASCEND_PROFILER_OUTPUT); ``rank`` None until it is numbered."""
+    ASCEND_PROFILER_OUTPUT); ``rank`` None until it is numbered. A serving recipe that captures each phase into a
+    directory of its own (``prof/prefill/…``, ``prof/decode/…``) gives the ``stage`` this capture holds and the
+    ``companions`` (stage, rank directory) that hold the same rank's other phases."""
 
     path: Path
     output_dir: Path
     rank: int | None
+    stage: str | None = None
+    companions: tuple[tuple[str, Path], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,7 @@ class Layout:
     ranks: list[RankDir]
     base: Path
     warnings: list[str]
+    service: Path | None = None  # a directory of msServiceProfiler output read with the profile (beside or instead)
 
 
 @dataclass(frozen=True)
@@ -276,7 +285,9 @@ class InputFormat:
     else None; ``layout(found, path, base)`` numbers the ranks found under the path given. ``read(rank, base,
     coverage, survey)`` reads one rank (``survey``: only its cluster-level files), in any process. ``finish`` runs
     on every rank read in this process (``load_profile``); ``rank_hint`` tells, from a file's head, the rank it
-    records, for a format whose ranks are numbered from their content once read (None: discovery numbers them)."""
+    records, for a format whose ranks are numbered from their content once read (None: discovery numbers them).
+    ``joins``: its data is about the whole profile, not ranks (service-level data): found beside another format's
+    ranks it joins their profile (``Layout.service``) instead of being left out with a warning."""
 
     platforms: dict[str, str]  # Profile.format of its layouts → the platform whose rules and knowledge apply
     described: str  # what advisor reads of it, in the message for a path that is no profile
@@ -286,4 +297,5 @@ class InputFormat:
     read: Callable[[RankDir, Path, Coverage, bool], RankData | None]
     finish: Callable[[list[RankData], Layout, Coverage], list[RankData]] | None = None
     rank_hint: Callable[[Path], int | None] | None = None
+    joins: bool = False
 

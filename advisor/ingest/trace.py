@@ -27,6 +27,7 @@ from advisor import parallel
 from advisor.ingest import jsonstream
 from advisor.ingest.jsonstream import Cut, EventDecoders, array_blocks
 from advisor.ingest.kept import API_OPS
+from advisor.ingest.kinetosteps import ITERATION
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
 from advisor.runoptions import current
@@ -45,12 +46,24 @@ COLLECTIVE_OP = "hcom_"  # a collective or P2P op on its communicator's op-level
 LAUNCH_FLOW = "HostToDevice"
 OVERLAP_LANES = frozenset({"Computing", "Communication", "Communication(Not Overlapped)", "Free"})
 # Host events the facts use: step boundaries, data loading, optimizer steps and zero_grad, SyncBatchNorm, the task
-# queue's launches (Dequeue@<op>) (GC is kept by category).
-HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.(step|zero_grad)#|SyncBatchNorm|^Dequeue@", re.IGNORECASE)
+# queue's launches (Dequeue@<op>), torch.compile's frame compilations, a serving engine's iterations (GC is kept by
+# category).
+HOST_EVENTS = re.compile(r"ProfilerStep#|dataloader|Optimizer\.(step|zero_grad)#|SyncBatchNorm|^Dequeue@|"
+                         r"^_compile\.compile_inner \(dynamo_timed\)$|" + ITERATION.pattern, re.IGNORECASE)
+# What the Ascend runtime's events are (the facts' platform traits and the serving iterations read them): compute
+# tasks on the device, a graph replay (aclgraph: aclmdlRIExecuteAsync; GE: aclmdlExecute), a kernel launch, the task
+# queue's per-operator launch (Dequeue@, not its event bookkeeping), a synchronous copy.
+ASCEND_COMPUTE_TASK = re.compile(r"^(AI_CORE|AI_VECTOR_CORE|AI_CPU|MIX_AIC|MIX_AIV|KERNEL_AICORE|KERNEL_AIVEC|KERNEL_MIX_AIC|"
+                                 r"KERNEL_MIX_AIV|KERNEL_AICPU)$")
+ASCEND_GRAPH_LAUNCH = re.compile(r"^AscendCL@aclmdl(RI)?Execute(Async)?$")
+ASCEND_LAUNCH = re.compile(r"^Node@launch$")
+ASCEND_QUEUED_LAUNCH = re.compile(r"^Dequeue@(?!(record|wait|destroy)_event$)")
+ASCEND_SYNC_COPY = re.compile(r"^AscendCL@aclrtMemcpy(2d)?$")
+ASCEND_GRAPH_CAPTURE = re.compile(r"^AscendCL@aclmdlRICapture")  # aclgraph recording a graph (once per shape)
 API_EVENTS = re.compile(
     r"AscendCL@aclopCompileAndExecute$|AscendCL@opCompile$|AscendCL@aclrtSynchronize|Node@launch$|"
     r"AscendCL@aclrt(Malloc|Free)(Physical|Host|Align32)?$|AscendCL@aclrtMemcpy(Async)?(2d)?$|"
-    r"AscendCL@aclmdl(RI)?Execute(Async)?$"
+    r"AscendCL@aclmdl(RI)?Execute(Async)?$|AscendCL@aclmdlRICapture"
 )
 FRAMEWORK_OPS = API_OPS["ascend"]  # the framework ops whose calls the facts count (ingest.kept)
 

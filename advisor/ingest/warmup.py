@@ -20,6 +20,7 @@ import pandas as pd
 
 from advisor.ingest.kineto import KinetoTrace
 from advisor.ingest.kinetosteps import step_source, window_of
+from advisor.names import matching
 
 # The runtime calls that launch a kernel (a graph launch too: it replays a graph of kernels)
 KERNEL_LAUNCH = re.compile(r"^(cuda|hip)(LaunchKernel(ExC)?|LaunchCooperativeKernel|ExtLaunchKernel|ModuleLaunchKernel|"
@@ -32,7 +33,7 @@ DEVICE_MALLOC = re.compile(r"^(cuda|hip)Malloc(Async)?$")
 
 def first_call_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
     """Launch calls of FIRST_CALL_US or more that launched a kernel's first appearance in the trace (ts, dur)."""
-    calls = runtime.loc[runtime["name"].map(lambda n: bool(KERNEL_LAUNCH.match(n))) & (runtime["dur"] >= FIRST_CALL_US)]
+    calls = runtime.loc[matching(runtime["name"], KERNEL_LAUNCH) & (runtime["dur"] >= FIRST_CALL_US)]
     if calls.empty:
         return calls
     first = gpu.sort_values("ts").drop_duplicates("name")["correlation"].dropna()
@@ -41,8 +42,8 @@ def first_call_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFram
 
 def autotune_syncs(runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
     """Event synchronisations made inside a convolution op (cuDNN timing its algorithms under cudnn.benchmark)."""
-    syncs = runtime.loc[runtime["name"].str.match(EVENT_SYNC)]
-    convolutions = cpu.loc[cpu["name"].str.match(AUTOTUNE_OPS)]
+    syncs = runtime.loc[matching(runtime["name"], EVENT_SYNC)]
+    convolutions = cpu.loc[matching(cpu["name"], AUTOTUNE_OPS)]
     if syncs.empty or convolutions.empty:
         return syncs.iloc[:0]
     spans = pd.DataFrame({"start": convolutions["ts"], "end": convolutions["ts"] + convolutions["dur"]})
@@ -69,7 +70,7 @@ def warmup_evidence(trace: KinetoTrace) -> dict[str, pd.DataFrame]:
     """What warms up in a trace (what → the runtime rows that show it)."""
     return {"first-call launches of a millisecond or more": first_call_launches(trace.gpu, trace.runtime),
             "cudnn.benchmark autotuning synchronisations": autotune_syncs(trace.runtime, trace.cpu),
-            "allocations": trace.runtime.loc[trace.runtime["name"].str.match(DEVICE_MALLOC)]}
+            "allocations": trace.runtime.loc[matching(trace.runtime["name"], DEVICE_MALLOC)]}
 
 
 def warmup_by_step(trace: KinetoTrace, windows: pd.DataFrame) -> dict[int, list[str]]:

@@ -97,6 +97,8 @@ def report_labels(report: Report) -> dict[str, str]:
     words = labels(report.lang)
     if not report.input.steps:
         words.update(per_step=words["in_capture"], of_step=words["of_capture"])
+    elif any(phase.covered_by_breakdown for phase in report.summary.phases):  # a serving run: its steps are iterations
+        words.update(per_step=words["per_iteration"], of_step=words["of_iteration"])
     from advisor.ingest.formats import platform_of  # the input formats' registry (pandas): only where a report renders
 
     words["step_note"] = words[f"step_note_{platform_of(report.input.format)}"]
@@ -327,15 +329,46 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
     summary = report.summary
     if summary.step_time_us is None:
         return words["verdict_unknown"]
-    sentence = words["verdict_sentence" if report.input.steps else "verdict_no_steps"].format(
-        bottleneck=words[f"bottleneck_{summary.bottleneck}"],
-        compute=fmt_pct(summary.compute_ratio),
-        communication=fmt_pct(summary.communication_ratio),
-        free=fmt_pct(summary.free_ratio),
-        step=fmt_us(summary.step_time_us),
-    )
+    covered = next((p for p in summary.phases if p.covered_by_breakdown), None)
+    if covered is not None:
+        sentence = serving_sentence(summary, covered, words)
+    else:
+        sentence = words["verdict_sentence" if report.input.steps else "verdict_no_steps"].format(
+            bottleneck=words[f"bottleneck_{summary.bottleneck}"],
+            compute=fmt_pct(summary.compute_ratio),
+            communication=fmt_pct(summary.communication_ratio),
+            free=fmt_pct(summary.free_ratio),
+            step=fmt_us(summary.step_time_us),
+        )
     if any(f["type"] == "capture" and not f["steady_state"] for f in report.facts):
         sentence += " " + words["verdict_warmup"]
+    return sentence
+
+
+def serving_sentence(summary, covered, words: dict[str, str]) -> str:
+    """The verdict of a serving run: the phase the breakdown covers, with its iterations, TPOT, batch and tokens/s
+    (decode), then the prefill's first iteration (a TTFT proxy) when the breakdown is decode's."""
+    iterations = sum(p.iterations for p in summary.phases if p.covered_by_breakdown)  # prefill's include the mixed
+    details = [words["serving_iterations"].format(count=iterations)]
+    if covered.phase == "decode":
+        if covered.start_to_start_us is not None:
+            details.append(words["serving_tpot"].format(value=fmt_us(covered.start_to_start_us)))
+        details.append(words["serving_batch"].format(value=f"{covered.tokens_per_iteration:g}")
+                       if covered.tokens_per_iteration is not None else words["serving_batch_unknown"])
+        if covered.tokens_per_s is not None:
+            details.append(words["serving_tokens_per_s"].format(value=f"{covered.tokens_per_s:,.0f}"))
+    details.append(words["serving_graphs"].format(mode=covered.graph_mode))
+    sentence = words["verdict_serving"].format(
+        phase=words[f"phase_{covered.phase}"], bottleneck=words[f"bottleneck_{summary.bottleneck}"],
+        compute=fmt_pct(summary.compute_ratio), communication=fmt_pct(summary.communication_ratio),
+        free=fmt_pct(summary.free_ratio), step=fmt_us(summary.step_time_us), details="; ".join(details))
+    if covered.phase == "decode" and summary.bottleneck == "compute":  # busy decode: the weights' reads, if known
+        sentence += " " + (words["verdict_decode_unmeasured"] if covered.weight_read_share_of_peak is None else
+                           words["verdict_decode_weights"].format(share=fmt_pct(covered.weight_read_share_of_peak)))
+    prefill = next((p for p in summary.phases if p.phase == "prefill"), None)
+    if prefill is not None and covered.phase == "decode":
+        sentence += " " + words["verdict_prefill"].format(iterations=prefill.iterations,
+                                                           first=fmt_us(prefill.first_duration_us))
     return sentence
 
 

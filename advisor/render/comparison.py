@@ -62,7 +62,13 @@ def _context(comparison: Comparison) -> dict:
             "mb_unit": TimeUnit("MB", 1, 0),
             "gain_unit": time_unit([v for ch in comparison.changes for v in (ch.base_gain_us, ch.target_gain_us)]),
             "lambda_component": lambda row: words.get(f"component_{row.name}", row.name), "lambda_name": lambda row: row.name,
-            "lambda_operator": lambda row: row.name + (f" ({row.detail})" if row.detail else "")}
+            "lambda_operator": lambda row: row.name + (f" ({row.detail})" if row.detail else ""),
+            "serving_times": serving_times(comparison), "lambda_serving": lambda row: words[f"row_{row.name}"]}
+
+
+def serving_times(comparison: Comparison) -> list[Row]:
+    """The serving rows that are times (the TTFT proxy, TPOT): the comparison's table of them."""
+    return [row for row in comparison.serving if row.name.endswith("_us")]
 
 
 def fmt_ratio(value: float | None) -> str:
@@ -116,7 +122,8 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
     by = words["operators_by_" + comparison.operators_matched_by]
     for title, rows, label in ((words["compare_breakdown"], comparison.breakdown, lambda r: words.get(f"component_{r.name}", r.name)),
                                (by, _largest(comparison.operators, TERMINAL_OPERATOR_ROWS), lambda r: r.name),
-                               (words["collectives"], comparison.collectives, lambda r: r.name)):
+                               (words["collectives"], comparison.collectives, lambda r: r.name),
+                               (words["serving_compare"], serving_times(comparison), lambda r: words[f"row_{r.name}"])):
         if rows:
             console.print(_table(title, rows, label, words))
     if comparison.memory:

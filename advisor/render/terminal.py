@@ -61,6 +61,7 @@ def render_terminal(report: Report, console: Console, explain: bool = False, vie
         return
     total = len(report.findings)
     report = filtered_report(report, view)
+    _phase_table(report, console, words)
     _rank_table(report, console, words, "full")
 
     if report.summary.top_operators:
@@ -128,6 +129,7 @@ def print_finding(console: Console, finding, index: int, words: dict[str, str], 
 
 def _brief(report: Report, console: Console, words: dict[str, str], view: View) -> None:
     """The per-rank table, the top actions (severity, title, gain, what to do) and how to get the full report."""
+    _phase_table(report, console, words)
     _rank_table(report, console, words, "brief")
     brief = brief_summary(report, view, words)
     if brief.shown:
@@ -181,6 +183,21 @@ def _rank_table(report: Report, console: Console, words: dict[str, str], detail:
         console.print(clean(ranks.note), style="dim")
     if detail == "full" and report.input.steps:
         console.print(Text(words["step_note"], style="dim"))
+
+
+def _phase_table(report: Report, console: Console, words: dict[str, str]) -> None:
+    """A serving run's phases side by side: iterations, their median duration and spacing, tokens, busy share."""
+    if not report.summary.phases:
+        return
+    table = Table(title=words["phases"], title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    for index, header in enumerate(words["phase_short_columns"].split("|")):
+        table.add_column(header, justify="left" if index in (0, 6) else "right", no_wrap=index != 6)
+    for p in report.summary.phases:
+        table.add_row(words[f"phase_{p.phase}"], str(p.iterations),
+                      fmt_us(p.start_to_start_us if p.start_to_start_us is not None else p.duration_us),
+                      f"{p.tokens_per_iteration:g}" if p.tokens_per_iteration is not None else "–",
+                      f"{p.tokens_per_s:,.0f}" if p.tokens_per_s is not None else "–", fmt_pct(p.busy_share), p.graph_mode)
+    console.print(table)
 
 
 def _short_gain(finding, words: dict[str, str]) -> str:
