@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 import advisor.ingest.service as service_reader
 from advisor import cluster
 from advisor.cli import app
+from advisor.diagnose import diagnose as advisor_diagnose
 from advisor.facts import extract_facts
 from advisor.facts.models import ServiceFact
 from advisor.ingest import load_profile
@@ -282,6 +283,19 @@ def test_on_the_fixture_queueing_and_a_full_kv_cache_fire_and_the_low_decode_bat
     assert "81% of the time to first token is queue wait" in queueing["explanation"]
 
 
+def test_service_data_alone_has_a_verdict_of_what_the_requests_saw():
+    """No device profile, so no step breakdown: the verdict says what the service-level data does (requests, TTFT and
+    its queueing, TPOT, the decode batch against its limit, the KV cache), not 'no verdict'."""
+    from advisor.render.common import report_labels, verdict_sentence
+
+    report = advisor_diagnose(SERVICE)
+    sentence = verdict_sentence(report, report_labels(report))
+    assert sentence.startswith("Service-level data only, no device profile")
+    for part in ("300 requests", "TTFT median 111.0 ms", "81.4% of the summed TTFT queueing", "TPOT median 28.0 ms",
+                 "decode batch 24.7 on average of a limit of 200", "KV cache up to 100.0% used"):
+        assert part in sentence
+
+
 @pytest.mark.parametrize(("settings", "fired"), [
     # light traffic on a large cache: decode batches of 15 (at most 30) of the 200 allowed, the cache 11 % used at p90
     ({"rate_per_s": 2.2, "total_blocks": 2000}, [DECODE_LOW]),
@@ -306,7 +320,7 @@ def test_the_command_line_diagnoses_the_fixture():
     assert done.returncode == 0 and done.stderr == ""
     out = done.stdout
     assert "Format: msserviceprofiler" in out
-    assert "Verdict: No verdict: the profile has no step-time breakdown." in out
+    assert "Verdict: Service-level data only, no device profile" in out
     first, second = (out.index(t) for t in ("HIGH Requests spend most of their time to first token waiting in the queue",
                                             "MEDIUM The KV cache runs full"))
     assert first < second

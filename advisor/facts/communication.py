@@ -300,7 +300,7 @@ class Membership:
         """The members not profiled, as text: global ranks when known, else local ranks of the communicator."""
         if self.global_ranks is not None:
             absent = [r for r in self.global_ranks if r not in profiled]
-            return rank_ranges(absent) if absent else None
+            return f"rank{'s' if len(absent) > 1 else ''} {rank_ranges(absent)}" if absent else None
         known = {self.local_of[r] for r in profiled if r in self.local_of}
         if len(known) < len(profiled):
             return None

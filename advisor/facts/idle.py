@@ -295,6 +295,9 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     explained = min(per_step["dispatch"], max(launches * per_launch, within["dispatch_in_launch_calls"]))
     outside_launches = max(per_step["dispatch"] - within["dispatch_in_launch_calls"], 0.0)
     top, top_us = _top_operator(subtract(found.late, task_queue), operators) if operators is not None else (None, None)
+    python = rank.kineto.python if rank.kineto is not None else None
+    waiting = union(np.concatenate([intersect(typical_idle, syncs), subtract(found.late, launching_only)]))
+    in_python = _python_in(waiting, inside(python, typical)) if python is not None and len(python) else None
     top_us = top_us / count if top_us is not None else None
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
@@ -316,6 +319,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         dispatch_in_operators_us=within.get("dispatch_in_operators"), dispatch_top_operator=top,
         dispatch_top_operator_us=top_us,
         dispatch_host_activity=_host_activity(per_step["dispatch"], within, top, top_us, operators is not None),
+        host_wait_python=_python_words(in_python, count, rank),
         **spread,
     )]
 
@@ -357,6 +361,37 @@ def _host_activity(dispatch: float, within: dict[str, float], top: str | None, t
         parts.append(f"for the other {rest:,.0f} µs the trace records too few of the host's own operators to say "
                      "(read the host threads in those stretches of the timeline)")
     return "the host is " + "; ".join(parts) if parts[0].startswith("inside") else parts[0]
+
+
+PYTHON_SHARE = 0.5  # the Python function named must hold at least this share of the host's wait
+PYTHON_SPAN = 1.5  # …and last at most this many times the wait in all (an outer loop runs the whole capture)
+
+
+def _python_in(waiting: np.ndarray, python: pd.DataFrame) -> tuple[str, float] | None:
+    """The innermost with_stack Python function the host is in for at least PYTHON_SHARE of ``waiting`` (and that
+    time): of the functions that qualify, the one whose calls last least in all, outer frames that last more than
+    PYTHON_SPAN × the wait left out. None when none qualifies."""
+    total = length(waiting)
+    if total <= 0:
+        return None
+    best = None
+    for name, rows in python.groupby("name", sort=True):
+        covered = length(intersect(waiting, spans(rows)))
+        size = float(rows["dur"].sum())
+        if covered >= PYTHON_SHARE * total and size <= PYTHON_SPAN * total and (best is None or size < best[2]):
+            best = (str(name), covered, size)
+    return (best[0], best[1]) if best else None
+
+
+def _python_words(found: tuple[str, float] | None, steps: int, rank) -> str:
+    """IdleFact.host_wait_python: the function found, else why none is named."""
+    if found is not None:
+        return f"the host runs {found[0]} for {found[1] / steps:,.0f} µs of it per step (with_stack)"
+    if rank.kineto is None:
+        return "what runs there is not named (Python functions are read from PyTorch traces only)"
+    if not rank.kineto.settings.get("with_stack"):
+        return "what runs there is not named: the trace records no Python functions (with_stack=True records them)"
+    return "no single Python function holds half of it"
 
 
 def _top_operator(late: np.ndarray, operators: pd.DataFrame) -> tuple[str | None, float | None]:

@@ -507,6 +507,8 @@ class PhaseFact(Fact):
                                                "without two consecutive ones.")
     tokens_per_iteration: NonNegative | None = Field(None, description="Median tokens per iteration (None unknown): for "
                                                      "decode, the decode batch (one token per running request).")
+    batch_words: str = Field("a batch the profile does not record", description="tokens_per_iteration in words, for "
+                             "explanations: 'a batch of N token(s) per iteration', else that it is not recorded.")
     tokens_from: str | None = Field(None, description="annotation, or input copies (input_ids int32 beside positions "
                                     "int64: 4 bytes per token); None unknown.")
     requests_per_iteration: NonNegative | None = Field(None, description="Median requests per iteration, from the "
@@ -670,6 +672,7 @@ class IdleFact(Fact):
     dispatch_top_operator: str | None = Field(None, description="The framework operator the host is inside for most of the dispatch idle, e.g. aten::linear.")
     dispatch_top_operator_us: Duration | None = Field(None, description="Dispatch idle per step while the host is inside that operator, µs.")
     dispatch_host_activity: str | None = Field(None, description="What the host does during the dispatch idle, in words: time inside framework operators (the top one named) and outside any recorded operator; on Ascend, that the trace cannot tell.")
+    host_wait_python: str = Field("what runs there is not named", description="What the host runs while the device waits for it outside launch calls (after a synchronisation, between launches), in words: the innermost with_stack Python function of a PyTorch trace it is in for at least half of that time, with its µs per step; else why none is named.")
     host_us: Duration = Field(description="The rest: idle with the next task already queued, or at the step's end, µs per step.")
     dataloader_share_of_step: Ratio = Field(description="dataloader_us / step_us.")
     compile_share_of_step: Ratio = Field(description="compile_us / step_us.")

@@ -699,10 +699,14 @@ def _arrival(profiled: int, communicator: str, missing: str | None, waiting_grou
     return f"the {profiled} profiled members of {where} had all arrived: they wait together, at the same time, for {whom}"
 
 
+UNNAMED_GROUPS = frozenset({"", "undefined"})  # torch's group_desc when the group was made without one
+
+
 def _communicator_text(group: str, member: Membership | None, cluster: ProfileScope) -> str:
     """A communicator in words for the explanations: its name and size where recorded."""
     known = cluster.known.get(group)
-    name = f" {known.name}" if known is not None else f" {group}" if group.startswith("…") else ""
+    named = known is not None and known.name not in UNNAMED_GROUPS
+    name = f" {known.name}" if named else f" {group}" if known is None and group.startswith("…") else ""
     if member is None:
         return f"the communicator{name} of unrecorded size"
     return f"the {member.size}-rank communicator{name}"

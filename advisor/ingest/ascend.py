@@ -372,6 +372,7 @@ def _serving_steps(data: RankData, reader: Reader, stage: str | None) -> None:
     data.step_trace = CsvTable.of_frame(trace_file, steps.reset_index(drop=True))
     data.sources["step_trace"] = Provenance(trace_file, SERVING_STEPS)
     _kernels_by_iteration(data, iterations)
+    _communication_by_iteration(data, iterations, pd.to_numeric(steps["step"], errors="coerce").dropna().astype(int))
     reader.coverage.warnings.append(
         f"{reader.shown(trace_file)}: a serving run of {len(iterations)} iterations: the step breakdown of rank "
         f"{data.rank} covers its {len(steps)} {phase or ''} iteration(s), from the Overlap Analysis lanes; the other "
@@ -389,6 +390,25 @@ def _kernels_by_iteration(data: RankData, iterations: pd.DataFrame) -> None:
         return
     data.kernels = CsvTable.of_frame(data.kernels.path, kernels.assign(
         step=window_of(kernels, iterations[["step", "start", "end"]], column="start_us")), data.kernels.header)
+
+
+def _communication_by_iteration(data: RankData, iterations: pd.DataFrame, covered: pd.Series) -> None:
+    """Keep the communication.json ops (and their traffic) of the iterations the breakdown covers, each with its
+    iteration as its step: torch_npu writes one "step" for a capture without ProfilerStep, so a serving run's
+    collectives would be the prefill's and every decode's summed, divided by the decode iterations."""
+    tables = data.communication
+    if tables is None:
+        return
+    ops, traffic = tables.ops, tables.traffic
+    if ops.empty or "start_us" not in ops or pd.to_numeric(ops["step"], errors="coerce").notna().any():
+        return
+    step = window_of(ops, iterations[["step", "start", "end"]], column="start_us")
+    kept = step.isin(covered)
+    step_of = dict(zip(ops.loc[kept, "op_name"], step[kept].astype(int)))
+    traffic = traffic.loc[traffic["op_name"].isin(step_of)]
+    data.communication = CommunicationTables.of_frames(
+        ops.loc[kept].assign(step=step[kept].astype(int)).reset_index(drop=True),
+        traffic.assign(step=traffic["op_name"].map(step_of)).reset_index(drop=True))
 
 
 def report_progress(shown: str, path: Path) -> None:

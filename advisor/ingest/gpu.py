@@ -76,18 +76,20 @@ def merged_traces(traces: list[KinetoTrace]) -> KinetoTrace:
     """Traces of one rank taken one after another, as one: their tables concatenated, each later trace's correlation
     and external ids moved past the earlier ones' so that launches still pair with their kernels."""
     offset_correlation = offset_external = 0.0
-    gpu, runtime, cpu, memory = [], [], [], []
+    gpu, runtime, cpu, memory, python = [], [], [], [], []
     for trace in traces:
         gpu.append(trace.gpu.assign(correlation=trace.gpu["correlation"] + offset_correlation,
                                     external_id=trace.gpu["external_id"] + offset_external))
         runtime.append(trace.runtime.assign(correlation=trace.runtime["correlation"] + offset_correlation))
         cpu.append(trace.cpu.assign(external_id=trace.cpu["external_id"] + offset_external))
         memory.append(trace.memory)
+        python.append(trace.python)
         offset_correlation += float(pd.concat([trace.gpu["correlation"], trace.runtime["correlation"]]).max(skipna=True) or 0) + 1
         offset_external += float(pd.concat([trace.gpu["external_id"], trace.cpu["external_id"]]).max(skipna=True) or 0) + 1
     first = traces[0]
     return replace(first, gpu=pd.concat(gpu, ignore_index=True), runtime=pd.concat(runtime, ignore_index=True),
                    cpu=pd.concat(cpu, ignore_index=True), memory=pd.concat(memory, ignore_index=True),
+                   python=pd.concat(python, ignore_index=True),
                    truncation=next((t.truncation for t in traces if t.truncation), None), warnings=[])
 
 

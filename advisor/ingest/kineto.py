@@ -62,6 +62,8 @@ CPU_EVENTS = re.compile(rf"^ProfilerStep#|dataloader|^Optimizer\.(step|zero_grad
 GPU_COLUMNS = ["name", "kind", "stream", "device", "correlation", "ts", "dur", "external_id", "bytes"]
 RUNTIME_COLUMNS = ["name", "correlation", "tid", "ts", "dur"]
 CPU_COLUMNS = ["name", "tid", "ts", "dur", "external_id", "dtype"]
+PYTHON_COLUMNS = ["name", "tid", "ts", "dur"]
+PYTHON_KEEP_US = 500.0  # with_stack's Python functions kept: those long enough to be where a host's wait goes
 # The framework ops that do matrix math (forward and backward), whose operand types (record_shapes' "Input type") tell
 # the precision of the kernels they launch.
 MATRIX_OPS = re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|_scaled_mm|_scaled_grouped_mm|_grouped_mm|"
@@ -141,6 +143,8 @@ class KinetoTrace:
     runtime: pd.DataFrame  # RUNTIME_COLUMNS: name, correlation, tid, ts, dur
     cpu: pd.DataFrame  # CPU_COLUMNS: name, tid, ts, dur, external_id, dtype (a matrix op's operand precision, else None)
     memory: pd.DataFrame  # ts, allocated_mb, reserved_mb
+    # PYTHON_COLUMNS: with_stack's Python functions of PYTHON_KEEP_US or more (what the host runs between launches)
+    python: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PYTHON_COLUMNS))
     device_name: str | None = None  # deviceProperties[0].name, e.g. "NVIDIA H100 80GB HBM3"
     compute_capability: str | None = None  # deviceProperties[0] computeMajor.computeMinor, e.g. "7.0"
     # record_shapes, profile_memory, with_stack from the header; else record_shapes / with_stack when ops carry
@@ -152,7 +156,8 @@ class KinetoTrace:
 
 def read_kineto(path: Path) -> KinetoTrace:
     """Stream one trace into tables; FileProblem when it is not a Kineto trace object."""
-    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": [], "recorded": [], "untotalled": []}
+    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": [], "python": [], "recorded": [],
+                             "untotalled": []}
     cut, trailer, bad, seen = Cut(), Trailer(), 0, 0
     with open_binary(path) as handle:
         head = handle.read(jsonstream.BLOCK_BYTES)
@@ -250,7 +255,7 @@ def _read_legacy(path: Path, handle, head: bytes) -> KinetoTrace:
     warnings.append("a legacy torch.autograd.profiler trace (a JSON array): it records no runtime calls, streams, "
                     "device properties or memory, and its GPU intervals are per operator before PyTorch 1.8; profile "
                     "with torch.profiler for a full diagnosis")
-    return _trace(path, _Keys(), _Keys(), {**rows, "recorded": [], "untotalled": []}, cut.reason, warnings)
+    return _trace(path, _Keys(), _Keys(), {**rows, "python": [], "recorded": [], "untotalled": []}, cut.reason, warnings)
 
 
 _HINT_BYTES = 64 << 10
@@ -302,8 +307,11 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
                                 event.dur, args.external_id, args.copied))
         elif category in RUNTIME_CATEGORIES:
             rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
-        elif category == PYTHON_CATEGORY and ITERATION.search(name):  # of with_stack's many functions, an iteration
-            rows["cpu"].append((name, event.tid, event.ts, event.dur, None, None))
+        elif category == PYTHON_CATEGORY:
+            if ITERATION.search(name):  # of with_stack's many functions, an iteration marker
+                rows["cpu"].append((name, event.tid, event.ts, event.dur, None, None))
+            elif event.dur >= PYTHON_KEEP_US:
+                rows["python"].append((name, event.tid, event.ts, event.dur))
         elif category in CPU_CATEGORIES:
             if CPU_EVENTS.search(name):
                 dtype = _operand_dtype(args.input_types) if args.input_types and MATRIX_OPS.match(name) else None
@@ -342,6 +350,7 @@ def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], trunc
         runtime=frame("runtime", RUNTIME_COLUMNS),
         cpu=frame("cpu", CPU_COLUMNS),
         memory=frame("memory", ["ts", "allocated_mb", "reserved_mb"]),
+        python=frame("python", PYTHON_COLUMNS),
         device_name=device.name if device is not None else None,
         compute_capability=(f"{device.computeMajor}.{device.computeMinor or 0}"
                             if device is not None and device.computeMajor is not None else None),

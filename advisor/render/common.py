@@ -328,7 +328,8 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
     """The one-sentence verdict at the top of every report."""
     summary = report.summary
     if summary.step_time_us is None:
-        return words["verdict_unknown"]
+        service = next((f for f in report.facts if f["type"] == "service"), None)
+        return words["verdict_unknown"] if service is None else service_sentence(service, words)
     covered = next((p for p in summary.phases if p.covered_by_breakdown), None)
     if covered is not None:
         sentence = serving_sentence(summary, covered, words)
@@ -343,6 +344,26 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
     if any(f["type"] == "capture" and not f["steady_state"] for f in report.facts):
         sentence += " " + words["verdict_warmup"]
     return sentence
+
+
+def service_sentence(service: dict, words: dict[str, str]) -> str:
+    """The verdict of service-level data alone (msServiceProfiler): what the requests saw, where the files say it."""
+    number = (lambda value, spec=",.1f": None if value is None else format(value, spec))
+    parts = [words["service_requests"].format(count=f"{service['request_count']:,}")]
+    if service.get("ttft_p50_ms") is not None:
+        queued = service.get("queue_share_of_ttft")
+        parts.append(words["service_ttft"].format(value=number(service["ttft_p50_ms"]))
+                     + ("" if queued is None else " " + words["service_queued"].format(share=fmt_pct(queued))))
+    if service.get("tpot_p50_ms") is not None:
+        parts.append(words["service_tpot"].format(value=number(service["tpot_p50_ms"]),
+                                                  p90=number(service.get("tpot_p90_ms")) or "–"))
+    if service.get("decode_batch_mean") is not None:
+        limit = service.get("max_batch_size")
+        parts.append(words["service_batch"].format(value=number(service["decode_batch_mean"]))
+                     + ("" if limit is None else " " + words["service_limit"].format(limit=f"{limit:g}")))
+    if service.get("kv_usage_max") is not None:
+        parts.append(words["service_kv"].format(share=fmt_pct(service["kv_usage_max"])))
+    return words["verdict_service"].format(details="; ".join(parts))
 
 
 def serving_sentence(summary, covered, words: dict[str, str]) -> str:
