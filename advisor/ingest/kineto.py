@@ -287,6 +287,12 @@ def _keys(document: bytes) -> _Keys | None:
         return None
 
 
+@lru_cache(maxsize=8192)
+def _kept_cpu_event(name: str) -> bool:
+    """Whether a host event is one the facts use (CPU_EVENTS), tested once per name: a trace repeats a few hundred."""
+    return bool(CPU_EVENTS.search(name))
+
+
 def _collect(events: list[_Event], rows: dict[str, list]) -> None:
     """Keep the rows of one block of events, in the trace's own time unit."""
     for event in events:
@@ -313,7 +319,7 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
             elif event.dur >= PYTHON_KEEP_US:
                 rows["python"].append((name, event.tid, event.ts, event.dur))
         elif category in CPU_CATEGORIES:
-            if CPU_EVENTS.search(name):
+            if _kept_cpu_event(name):
                 dtype = _operand_dtype(args.input_types) if args.input_types and MATRIX_OPS.match(name) else None
                 rows["cpu"].append((name, event.tid, event.ts, event.dur, args.external_id, dtype))
             recorded = rows["recorded"]

@@ -9,8 +9,12 @@ optimizer's host work) is idle time of that step, as torch-tb-profiler counts it
 
 from __future__ import annotations
 
+import functools
 import re
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,6 +59,27 @@ def step_source(cpu: pd.DataFrame) -> str | None:
     return "Optimizer.step" if len(outermost(cpu.loc[matching(names, OPTIMIZER_STEP)])) >= 2 else None
 
 
+def per_trace(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` of a trace's tables, memoised over the tables' identity: the reader and the fact families of one
+    trace ask for its step markers, windows and launch steps a dozen times, each a pass over every event. The last two
+    calls are kept, with their tables (so that their ids stay theirs); a DataFrame or Series result is copied out."""
+    cache: OrderedDict[tuple[int, ...], tuple[tuple, Any]] = OrderedDict()
+
+    @functools.wraps(function)
+    def wrapper(*tables: pd.DataFrame) -> Any:
+        key = tuple(id(table) for table in tables)
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = (tables, function(*tables))
+            while len(cache) > 2:
+                cache.popitem(last=False)
+        result = hit[1]
+        return result.copy() if isinstance(result, (pd.DataFrame, pd.Series)) else result
+
+    return wrapper
+
+
+@per_trace
 def step_markers(cpu: pd.DataFrame) -> pd.DataFrame:
     """The step markers (step, ts, dur), one per step in start order: the ProfilerStep#N events — a step listed twice
     (as some traces do) is one step, from its first start to its last end —, else a serving engine's iterations
@@ -113,6 +138,7 @@ class Backlog:
     own_start: float
 
 
+@per_trace
 def capture_backlog(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> Backlog | None:
     """The backlog the first step found on the device, or None: the first step's first GPU activity started at least
     MIN_LAG_US (plus launch latency) after it was issued, with nothing recorded on the device before it — the queue held
@@ -137,6 +163,7 @@ def capture_backlog(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame)
     return Backlog(waited, float(earliest["ts"])) if waited >= MIN_LAG_US else None
 
 
+@per_trace
 def step_windows(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
     """The wall-clock window of each ProfilerStep#N: from max(the previous step's end, the ProfilerStep's start) to
     max(the ProfilerStep's end, the end of the last GPU activity launched inside it). The windows tile the steps'
@@ -215,6 +242,7 @@ def step_breakdown(gpu: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     }, columns=BREAKDOWN_COLUMNS)
 
 
+@per_trace
 def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) -> pd.Series:
     """The ProfilerStep number (as text) of each GPU activity: the host window holding the runtime call that
     launched it (by correlation), or its own start when no launch is recorded; None outside every step."""
