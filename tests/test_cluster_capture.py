@@ -87,7 +87,7 @@ def _two_of(tmp_path, members: list[int]):
 def test_two_of_eight_members_profiled_name_the_six_missing_by_global_rank(tmp_path):
     report = _two_of(tmp_path, list(range(8)))
     (finding,) = [f for f in report.findings if f.id == "cluster.straggler_outside_capture"]
-    assert finding.ranks == [0, 1] and "(2–7)" in finding.explanation
+    assert finding.ranks == [0, 1] and "(ranks 2–7)" in finding.explanation
     # after both arrived (the same start), each waits the 95 % of the 1987.92 µs op that moves nothing
     assert finding.estimated_gain_us == pytest.approx(1987.92 * 0.95, rel=1e-6)
     assert "communication.not_transferring" not in [f.id for f in report.findings]

@@ -146,7 +146,7 @@ def test_ranks_that_leave_a_collective_apart_are_not_read_as_waiting_together(tm
 
 @pytest.mark.parametrize(("members", "outside", "communicator", "missing"), [
     ([0, 1], 0.0, "the 2-rank communicator dp", None),  # every member profiled: nobody else to wait for
-    (list(range(8)), 37_500.0, "the 8-rank communicator dp", "2–7"),
+    (list(range(8)), 37_500.0, "the 8-rank communicator dp", "ranks 2–7"),
 ])
 def test_recorded_members_decide_whether_anyone_is_outside(tmp_path, members, outside, communicator, missing):
     groups = {"group_name_0": {"group_name": "dp", "group_rank": 0, "global_ranks": members}}  # hash …612
