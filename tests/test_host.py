@@ -145,6 +145,7 @@ def test_a_badly_typed_event_before_a_block_cut_inside_a_string_reads_like_one_r
 @pytest.mark.parametrize("jobs", [2, 3])
 def test_reading_in_pieces_on_several_cores_gives_the_same_tables(tmp_path, monkeypatch, jobs):
     """Every split point, including ones inside strings holding "}, {", gives what one sequential read gives."""
+    from advisor.ingest import pieces as pieces_module
     from advisor.ingest import trace
 
     rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2, syncs_per_step=3))
@@ -155,7 +156,7 @@ def test_reading_in_pieces_on_several_cores_gives_the_same_tables(tmp_path, monk
     (rank_dir / TRACE).write_bytes(data)
     whole = trace.read_trace(rank_dir / TRACE, [])
     monkeypatch.setenv("ADVISOR_JOBS", str(jobs))
-    monkeypatch.setattr(trace, "PIECE_BYTES", 1000)
+    monkeypatch.setattr(pieces_module, "PIECE_BYTES", 1000)
     used = []
     for pad in range(0, 6000, 149):  # spaces after '[' move the split points across many events
         (rank_dir / TRACE).write_bytes(b"[" + b" " * pad + data[1:])
@@ -167,6 +168,7 @@ def test_reading_in_pieces_on_several_cores_gives_the_same_tables(tmp_path, monk
 
 
 def test_a_cut_trace_read_in_pieces_reports_the_cut_like_one_read(tmp_path, monkeypatch):
+    from advisor.ingest import pieces as pieces_module
     from advisor.ingest import trace
 
     rank_dir = build_rank(tmp_path, RankSpec(compiles_per_step=2))
@@ -174,7 +176,7 @@ def test_a_cut_trace_read_in_pieces_reports_the_cut_like_one_read(tmp_path, monk
     (rank_dir / TRACE).write_bytes(data[: len(data) * 9 // 10])
     whole = trace.read_trace(rank_dir / TRACE, [])
     monkeypatch.setenv("ADVISOR_JOBS", "2")
-    monkeypatch.setattr(trace, "PIECE_BYTES", 1000)
+    monkeypatch.setattr(pieces_module, "PIECE_BYTES", 1000)
     assert trace._read_in_pieces(rank_dir / TRACE) is None
     pieces = trace.read_trace(rank_dir / TRACE, [])
     assert pieces.truncation == whole.truncation and "truncated at byte" in pieces.truncation

@@ -225,3 +225,62 @@ def test_a_legacy_json_array_trace_says_what_to_record(tmp_path):
     result = CliRunner().invoke(app, ["diagnose", str(tmp_path / "old.pt.trace.json")])
     assert result.exit_code == 4
     assert "bare JSON array of events" in result.stderr and "torch.profiler.profile" in result.stderr
+
+
+def _tables(trace) -> list:
+    return [trace.gpu, trace.runtime, trace.cpu, trace.memory, trace.python]
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_large_trace_read_in_pieces_on_several_cores_gives_the_tables_of_one_read(tmp_path, monkeypatch, compressed):
+    """A vLLM serving trace (with_stack Python functions, graph replays, the trailer's keys after traceEvents) read as
+    ranges on 2 and 3 cores, its split points moved across many events and into strings holding "}, {": every
+    table, setting and warning is that of one sequential read; ranges that do not decode fall back to it."""
+    import json
+
+    from inference_shapes import vllm_graph_decode_host_bound
+
+    from advisor.ingest import kineto, pieces
+
+    (tmp_path / "src").mkdir()
+    vllm_graph_decode_host_bound(tmp_path / "src", decodes=3)
+    (source,) = (tmp_path / "src").glob("*.gz")
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    for at in range(3, len(document["traceEvents"]), 4):  # names that look like event boundaries
+        document["traceEvents"].insert(at, {"ph": "X", "cat": "cpu_op", "name": 'odd"}, {"name' * 40, "pid": 1, "tid": 1,
+                                            "ts": 1.0, "dur": 1.0})
+    data = json.dumps(document).encode()
+    path = tmp_path / ("w.pt.trace.json.gz" if compressed else "w.pt.trace.json")
+    path.write_bytes(gzip.compress(data) if compressed else data)
+    whole = read_kineto(path)
+    monkeypatch.setattr(pieces, "PIECE_BYTES", 4000)
+    used = []
+    for jobs, pad in [(2, 0), (3, 0), *((2, pad) for pad in range(1, 3000, 211))]:
+        monkeypatch.setenv("ADVISOR_JOBS", str(jobs))
+        padded = data.replace(b'"traceEvents": [', b'"traceEvents": [' + b" " * pad, 1)
+        path.write_bytes(gzip.compress(padded) if compressed else padded)
+        found = data.index(b'"traceEvents": [') + len(b'"traceEvents": [')
+        used.append(pieces.read_in_pieces(path, found, kineto._read_piece) is not None)
+        read = read_kineto(path)
+        assert all(a.equals(b) and list(a.dtypes) == list(b.dtypes) for a, b in zip(_tables(read), _tables(whole))), pad
+        assert (read.settings, read.warnings, read.device_name, read.rank) == (whole.settings, whole.warnings,
+                                                                               whole.device_name, whole.rank)
+    assert any(used) and not all(used)  # most splits read in pieces; those inside a string fall back
+
+
+def test_a_cut_large_trace_is_read_whole_and_reports_the_cut(tmp_path, monkeypatch):
+    from inference_shapes import vllm_eager_decode
+
+    from advisor.ingest import pieces
+
+    vllm_eager_decode(tmp_path, decodes=3)
+    (source,) = tmp_path.glob("*.gz")
+    data = gzip.decompress(source.read_bytes())
+    path = tmp_path / "cut.pt.trace.json"
+    path.write_bytes(data[: len(data) * 9 // 10])
+    whole = read_kineto(path)
+    monkeypatch.setattr(pieces, "PIECE_BYTES", 4000)
+    monkeypatch.setenv("ADVISOR_JOBS", "3")
+    cut = read_kineto(path)
+    assert whole.truncation is not None and cut.truncation == whole.truncation
+    assert all(a.equals(b) for a, b in zip(_tables(cut), _tables(whole)))

@@ -24,6 +24,7 @@ from advisor.facts import extract_facts
 from advisor.facts.catalogue import field_bounds
 from advisor.facts.models import BreakdownFact, OperatorFact
 from advisor.ingest import jsonstream, load_profile, trace
+from advisor.ingest import pieces as pieces_module
 from advisor.ingest.ascend import KERNEL_COLUMNS
 from advisor.ingest.csvtable import read_csv_table
 from advisor.ingest.kineto import read_kineto
@@ -169,7 +170,7 @@ def test_trace_reader_does_not_depend_on_block_size_and_survives_any_cut(trace_e
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(jsonstream, "BLOCK_BYTES", 64)
             small = _tables(path)
-            patch.setattr(trace, "PIECE_BYTES", 200)  # and in pieces, on up to 3 processes
+            patch.setattr(pieces_module, "PIECE_BYTES", 200)  # and in pieces, on up to 3 processes
             patch.setenv("ADVISOR_JOBS", "3")
             pieces = _tables(path)
             path.write_bytes(data[: int(len(data) * cut)])
@@ -201,8 +202,12 @@ def test_kineto_reader_does_not_depend_on_block_size_and_survives_any_cut(kernel
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(jsonstream, "BLOCK_BYTES", 64)
             small = read_kineto(path)
+            patch.setattr(pieces_module, "PIECE_BYTES", 300)  # and in pieces, on up to 3 processes
+            patch.setenv("ADVISOR_JOBS", "3")
+            pieces = read_kineto(path)
         for name in ("gpu", "runtime", "cpu", "memory"):
             assert getattr(whole, name).equals(getattr(small, name)), name
+            assert getattr(whole, name).equals(getattr(pieces, name)), name
         data = path.read_bytes()
         path.write_bytes(data[: int(len(data) * cut)])
         try:

@@ -87,9 +87,9 @@ def matrix_kernels(compute: pd.DataFrame, op_dtypes: pd.Series, capability: floa
     dtypes = rows["external_id"].map(op_dtypes) if len(op_dtypes) else pd.Series(None, index=rows.index, dtype=object)
     agreed = dtypes.dropna().groupby(rows["name"]).agg(lambda seen: seen.iloc[0] if seen.nunique() == 1 else None)
     dtypes = dtypes.fillna(rows["name"].map(agreed)) if len(agreed) else dtypes
-    known = {(n, d): kernel_math(n, d, capability)
-             for n, d in set(zip(rows["name"], (d if isinstance(d, str) else None for d in dtypes)))}
-    math = [known[(n, d if isinstance(d, str) else None)] for n, d in zip(rows["name"], dtypes)]
+    pairs = list(zip(rows["name"].tolist(), (d if isinstance(d, str) else None for d in dtypes.tolist())))
+    known = {pair: kernel_math(*pair, capability) for pair in set(pairs)}
+    math = [known[pair] for pair in pairs]
     return rows.assign(precision=[m[0] for m in math], unit=[m[1] for m in math])
 
 

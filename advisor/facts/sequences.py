@@ -45,7 +45,7 @@ def device_timeline(kernels: pd.DataFrame) -> pd.DataFrame:
             "name": name.astype(str),
             "type": op_type.astype(str),
             "is_comm": is_comm,
-            "collective": [_collective(t) if c else None for t, c in zip(op_type.astype(str), is_comm)],
+            "collective": [_collective(t) if c else None for t, c in zip(op_type.astype(str).tolist(), is_comm.tolist())],
             "start_us": rows["start_us"],
             "duration_us": rows["duration_us"],
             "shapes": rows["input_shapes"] if "input_shapes" in rows else pd.NA,

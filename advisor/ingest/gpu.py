@@ -200,8 +200,11 @@ def gpu_iterations(trace: KinetoTrace, windows: pd.DataFrame, steps: pd.Series, 
     ``gpu_rank_data``) give the phase of the iterations inside them."""
     gpu = trace.gpu
     compute = gpu["kind"] == "compute"
-    sets = gpu.loc[compute, "name"].groupby(steps.loc[compute]).agg(frozenset)
-    kernel_sets = [sets.get(str(step), frozenset()) for step in windows["step"]]
+    sets: dict[str, set[str]] = {}
+    for step, name in set(zip(steps.loc[compute].tolist(), gpu.loc[compute, "name"].tolist())):
+        if isinstance(step, str):
+            sets.setdefault(step, set()).add(name)
+    kernel_sets = [frozenset(sets.get(str(step), ())) for step in windows["step"]]
     to_device = gpu["name"].str.startswith("Memcpy HtoD")
     sizes = gpu.loc[to_device, "bytes"].groupby(steps.loc[to_device]).agg(list)
     copies = [sizes.get(str(step), []) for step in windows["step"]]

@@ -31,7 +31,7 @@ from typing import Union
 import msgspec
 import pandas as pd
 
-from advisor.ingest import jsonstream
+from advisor.ingest import jsonstream, pieces
 from advisor.ingest.jsonstream import Cut, EventDecoders, Trailer, array_blocks
 from advisor.ingest.kept import API_OPS
 from advisor.ingest.kinetosteps import ITERATION
@@ -63,6 +63,8 @@ GPU_COLUMNS = ["name", "kind", "stream", "device", "correlation", "ts", "dur", "
 RUNTIME_COLUMNS = ["name", "correlation", "tid", "ts", "dur"]
 CPU_COLUMNS = ["name", "tid", "ts", "dur", "external_id", "dtype"]
 PYTHON_COLUMNS = ["name", "tid", "ts", "dur"]
+_TABLES = {"gpu": GPU_COLUMNS, "runtime": RUNTIME_COLUMNS, "cpu": CPU_COLUMNS,
+           "memory": ["ts", "allocated_mb", "reserved_mb"], "python": PYTHON_COLUMNS}
 PYTHON_KEEP_US = 500.0  # with_stack's Python functions kept: those long enough to be where a host's wait goes
 # The framework ops that do matrix math (forward and backward), whose operand types (record_shapes' "Input type") tell
 # the precision of the kernels they launch.
@@ -155,10 +157,8 @@ class KinetoTrace:
 
 
 def read_kineto(path: Path) -> KinetoTrace:
-    """Stream one trace into tables; FileProblem when it is not a Kineto trace object."""
-    rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": [], "python": [], "recorded": [],
-                             "untotalled": []}
-    cut, trailer, bad, seen = Cut(), Trailer(), 0, 0
+    """Stream one trace into tables; FileProblem when it is not a Kineto trace object. A large trace is read as
+    consecutive ranges of its events on several cores (ingest.pieces) with the same tables as one read."""
     with open_binary(path) as handle:
         head = handle.read(jsonstream.BLOCK_BYTES)
         start = head.lstrip()
@@ -177,23 +177,84 @@ def read_kineto(path: Path) -> KinetoTrace:
         before = _keys(head[:found.start()].rstrip().rstrip(b",") + b"}")
         if before is None:
             raise FileProblem("is not a PyTorch profiler trace (the keys before traceEvents are not valid JSON)")
-        try:
-            for events, dropped in array_blocks(handle, head[found.end():], found.end(), _DECODERS, cut, trailer):
-                _collect(events, rows)
-                bad += dropped
-                seen += len(events) + dropped
-        except RecursionError as exc:
-            raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
-    if not seen:
+        parts = pieces.read_in_pieces(path, found.end(), _read_piece) if pieces.large(path) else None
+        if parts is None:
+            tables, cut = _Tables(), Cut()
+            try:
+                tables.take(array_blocks(handle, head[found.end():], found.end(), _DECODERS, cut, tables.trailer))
+            except RecursionError as exc:
+                raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
+            parts = [tables.finished(cut.reason)]
+    tables = _Tables.joined(parts)
+    if not tables.seen:
         raise FileProblem("has no traceEvents; it is not a PyTorch profiler trace")
-    if bad == seen:
-        raise FileProblem(f"holds no usable event: all {seen} of its traceEvents have fields of unexpected types")
-    after = _keys(b"{" + trailer.text.lstrip().lstrip(b",")) if trailer.text.strip() else _Keys()
-    warnings = [f"{bad} event(s) with fields of unexpected types were ignored"] if bad else []
+    if tables.bad == tables.seen:
+        raise FileProblem(f"holds no usable event: all {tables.seen} of its traceEvents have fields of unexpected types")
+    trailer = tables.trailer.text
+    after = _keys(b"{" + trailer.lstrip().lstrip(b",")) if trailer.strip() else _Keys()
+    warnings = [f"{tables.bad} event(s) with fields of unexpected types were ignored"] if tables.bad else []
     if after is None:
         warnings.append("the keys after traceEvents are not valid JSON and were ignored")
         after = _Keys()
-    return _trace(path, before, after, rows, cut.reason, warnings)
+    return _trace(path, before, after, tables, warnings)
+
+
+def _read_piece(piece: pieces.Piece) -> _Tables | None:
+    """The tables of one range of the trace's events (see read_kineto); None when the range does not decode whole."""
+    tables, cut = _Tables(), Cut()
+    tables.take(piece.blocks(_DECODERS, cut, tables.trailer))
+    return None if cut.reason else tables.finished(None)
+
+
+@dataclass
+class _Tables:
+    """The rows kept from a trace's events (or one range of them), then their tables."""
+
+    rows: dict[str, list] = field(default_factory=lambda: {name: [] for name in (*_TABLES, "recorded", "untotalled")})
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+    recorded: list[str] = field(default_factory=list)  # the settings the ops' fields show (record_shapes, with_stack)
+    untotalled: int = 0  # device [memory] events without the allocator's totals
+    bad: int = 0  # events with fields of unexpected types
+    seen: int = 0
+    trailer: Trailer = field(default_factory=Trailer)
+    truncation: str | None = None
+
+    def take(self, blocks) -> None:
+        for events, dropped in blocks:
+            _collect(events, self.rows)
+            self.bad += dropped
+            self.seen += len(events) + dropped
+
+    def finished(self, truncation: str | None) -> _Tables:
+        """The rows made tables (dropped)."""
+        self.frames = {name: pd.DataFrame(self.rows[name], columns=columns) for name, columns in _TABLES.items()}
+        self.recorded, self.untotalled = self.rows["recorded"], len(self.rows["untotalled"])
+        self.truncation, self.rows = truncation, {}
+        return self
+
+    @staticmethod
+    def joined(parts: list[_Tables]) -> _Tables:
+        """The tables of consecutive ranges as one read of them all gives them."""
+        if len(parts) == 1:
+            return parts[0]
+        return _Tables(
+            frames={name: _concatenated([part.frames[name] for part in parts]) for name in _TABLES},
+            recorded=list(dict.fromkeys(key for part in parts for key in part.recorded)),
+            untotalled=sum(part.untotalled for part in parts), bad=sum(part.bad for part in parts),
+            seen=sum(part.seen for part in parts), trailer=parts[-1].trailer, truncation=parts[-1].truncation)
+
+
+def _concatenated(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """One table of the rows of ``frames`` in order, typed as one table built from all the rows is: a column whose
+    type differs between pieces (all-None in one, numbers in another) is typed again from its values."""
+    filled = [frame for frame in frames if len(frame)]
+    if len(filled) < 2:
+        return (filled or frames)[0].reset_index(drop=True)
+    joined = pd.concat(filled, ignore_index=True)
+    for column in joined.columns:
+        if len({str(frame[column].dtype) for frame in filled}) > 1:
+            joined[column] = pd.Series([value for frame in filled for value in frame[column].tolist()])
+    return joined
 
 
 class _LegacyEvent(msgspec.Struct):
@@ -255,7 +316,8 @@ def _read_legacy(path: Path, handle, head: bytes) -> KinetoTrace:
     warnings.append("a legacy torch.autograd.profiler trace (a JSON array): it records no runtime calls, streams, "
                     "device properties or memory, and its GPU intervals are per operator before PyTorch 1.8; profile "
                     "with torch.profiler for a full diagnosis")
-    return _trace(path, _Keys(), _Keys(), {**rows, "python": [], "recorded": [], "untotalled": []}, cut.reason, warnings)
+    tables = _Tables(rows={**rows, "python": [], "recorded": [], "untotalled": []})
+    return _trace(path, _Keys(), _Keys(), tables.finished(cut.reason), warnings)
 
 
 _HINT_BYTES = 64 << 10
@@ -323,44 +385,37 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
                 dtype = _operand_dtype(args.input_types) if args.input_types and MATRIX_OPS.match(name) else None
                 rows["cpu"].append((name, event.tid, event.ts, event.dur, args.external_id, dtype))
             recorded = rows["recorded"]
-            if len(recorded) < 2:
+            if len(recorded) < 2 and (args.shapes or args.stack):
                 recorded += [key for key, raw in (("record_shapes", args.shapes), ("with_stack", args.stack))
                              if raw and key not in recorded]
 
 
-def _trace(path: Path, before: _Keys, after: _Keys, rows: dict[str, list], truncation: str | None,
-           warnings: list[str]) -> KinetoTrace:
+def _trace(path: Path, before: _Keys, after: _Keys, tables: _Tables, warnings: list[str]) -> KinetoTrace:
     """The tables (µs), with the header's settings."""
     distributed = before.distributedInfo or after.distributedInfo
     devices = (before.deviceProperties or []) + (after.deviceProperties or [])
-
-    def frame(name: str, columns: list[str]) -> pd.DataFrame:
-        return pd.DataFrame(rows[name], columns=columns)
-
+    frames = tables.frames
     settings = {}
     for key in ("record_shapes", "profile_memory", "with_stack"):
         value = getattr(before, key) if getattr(before, key) is not None else getattr(after, key)
         if value is not None:
             settings[key] = bool(value)
-    for key in rows["recorded"]:
+    for key in tables.recorded:
         settings.setdefault(key, True)
-    settings.setdefault("profile_memory", bool(rows["memory"] or rows["untotalled"]))  # Kineto writes the key when on
-    if rows["untotalled"]:
-        warnings.append(f"{len(rows['untotalled'])} device [memory] event(s) record each allocation's Bytes but not the "
+    # Kineto writes the key when on
+    settings.setdefault("profile_memory", bool(len(frames["memory"]) or tables.untotalled))
+    if tables.untotalled:
+        warnings.append(f"{tables.untotalled} device [memory] event(s) record each allocation's Bytes but not the "
                         "allocator's totals (Total Allocated, Total Reserved: written since PyTorch 1.10), so peak memory "
                         "and allocator behaviour are not measured")
     device = next((d for d in devices if d.name), None)
     return KinetoTrace(
         path=path, rank=distributed.rank if distributed is not None else None,
-        gpu=frame("gpu", GPU_COLUMNS),
-        runtime=frame("runtime", RUNTIME_COLUMNS),
-        cpu=frame("cpu", CPU_COLUMNS),
-        memory=frame("memory", ["ts", "allocated_mb", "reserved_mb"]),
-        python=frame("python", PYTHON_COLUMNS),
+        gpu=frames["gpu"], runtime=frames["runtime"], cpu=frames["cpu"], memory=frames["memory"], python=frames["python"],
         device_name=device.name if device is not None else None,
         compute_capability=(f"{device.computeMajor}.{device.computeMinor or 0}"
                             if device is not None and device.computeMajor is not None else None),
-        settings=settings, truncation=truncation, warnings=warnings,
+        settings=settings, truncation=tables.truncation, warnings=warnings,
     )
 
 

@@ -103,11 +103,11 @@ def iteration_names(cpu: pd.DataFrame) -> pd.Series:
     that says what the iteration runs (execute_context_…), else the marker's own name."""
     events = cpu.loc[matching(cpu["name"], ITERATION, search=True)]
     outer = outermost(events)
-    inner = events.loc[events["name"].str.startswith("execute_context_")].sort_values("ts")
-    names = []
-    for ts, dur, name in zip(outer["ts"], outer["dur"], outer["name"]):
-        nested = inner.loc[(inner["ts"] >= ts) & (inner["ts"] <= ts + dur), "name"]
-        names.append(nested.iloc[0] if len(nested) else name)
+    inner = events.loc[events["name"].str.startswith("execute_context_")].sort_values("ts", kind="stable")
+    starts, inner_names = inner["ts"].to_numpy(float), inner["name"].tolist()
+    first = np.searchsorted(starts, outer["ts"].to_numpy(float), side="left")  # the first annotation starting inside
+    names = [inner_names[at] if at < len(starts) and starts[at] <= ts + dur else name
+             for at, ts, dur, name in zip(first, outer["ts"], outer["dur"], outer["name"])]
     return pd.Series(names, dtype=object)
 
 
@@ -255,8 +255,8 @@ def launch_steps(gpu: pd.DataFrame, runtime: pd.DataFrame, cpu: pd.DataFrame) ->
     slot = np.searchsorted(windows["ts"].to_numpy(float), anchor, side="right") - 1
     ends = (windows["ts"] + windows["dur"]).to_numpy(float)
     inside = (slot >= 0) & (anchor <= ends[np.clip(slot, 0, None)])
-    steps = windows["step"].to_numpy()
-    out[inside] = [str(int(steps[i])) for i in slot[inside]]
+    labels = np.array([str(int(step)) for step in windows["step"].tolist()], dtype=object)
+    out[inside] = labels[slot[inside]]
     return out
 
 

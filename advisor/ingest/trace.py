@@ -23,17 +23,13 @@ from typing import Union
 import msgspec
 import pandas as pd
 
-from advisor import parallel
-from advisor.ingest import jsonstream
+from advisor.ingest import jsonstream, pieces
 from advisor.ingest.jsonstream import Cut, EventDecoders, array_blocks
 from advisor.ingest.kept import API_OPS
 from advisor.ingest.kinetosteps import ITERATION
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
-from advisor.runoptions import current
 
-PIECE_BYTES = 32 << 20  # a file is read on several cores when each core gets at least this much of it
-SPLIT_WINDOW = 4 << 20  # how far past a split point to look for the next event boundary
 HOST_PROCESSES = ("Python", "Python GC")
 API_PROCESS = "CANN"
 DEVICE_PROCESS = "Ascend Hardware"
@@ -334,80 +330,27 @@ def _read_whole(path: Path) -> tuple[_Rows, Cut]:
 
 
 def _read_in_pieces(path: Path) -> tuple[_Rows, Cut] | None:
-    """Read a large uncompressed file as consecutive byte ranges on several cores; None when not worth it.
-
-    Each range starts at a ``{`` that follows ``}, `` and is decoded as an array on its own. A range can
-    only decode when the one before it ended at a real event boundary (a cut inside a string or an object
-    never decodes), so the first range, which starts at the array's ``[``, vouches for the second and so
-    on: when every range decodes, the rows are exactly those of one sequential read. Anything else — a
-    boundary inside a string, a damaged or truncated file — returns None and the file is read whole, which
-    names the problem.
-    """
-    if path.suffix == ".gz" or not parallel.can_fork():
+    """The rows of a large file read as consecutive byte ranges on several cores (ingest.pieces); None when not worth
+    it or when a range does not decode whole (the file is then read whole, which names the problem)."""
+    if not pieces.large(path):
         return None
-    size = path.stat().st_size
-    options = current()
-    count = min(parallel.jobs(options.jobs), size // PIECE_BYTES)
-    ranges = _piece_ranges(path, size, count) if count > 1 else None
-    if ranges is None:
+    with open_binary(path) as handle:
+        head = handle.read(64)
+    first = len(head) - len(head.lstrip())
+    if head[first:first + 1] != b"[":
         return None
-    last = len(ranges) - 1
-    try:
-        pieces = parallel.fork_map(_read_piece, [(path, start, end, i == last) for i, (start, end) in enumerate(ranges)],
-                                   jobs=options.jobs, progress=options.progress)
-    except (FileProblem, RecursionError, OSError, msgspec.MsgspecError):
+    results = pieces.read_in_pieces(path, first + 1, _read_piece)
+    if results is None:
         return None
-    if any(piece is None for piece in pieces):
-        return None
-    rows = pieces[0]
-    for piece in pieces[1:]:
+    rows = results[0]
+    for piece in results[1:]:
         rows.extend(piece)
     return rows, Cut()
 
 
-def _piece_ranges(path: Path, size: int, count: int) -> list[tuple[int, int]] | None:
-    """``count`` byte ranges covering the array's events, each starting at an event's ``{`` (None: none found)."""
-    with path.open("rb") as handle:
-        head = handle.read(SPLIT_WINDOW)
-        first = len(head) - len(head.lstrip())
-        if head[first:first + 1] != b"[":
-            return None
-        starts, ends = [first + 1], []
-        for index in range(1, count):
-            offset = index * size // count
-            handle.seek(offset)
-            gap = jsonstream.EVENT_GAP.search(handle.read(SPLIT_WINDOW))
-            if gap is None or offset + gap.start() <= starts[-1]:
-                return None
-            ends.append(offset + gap.start() + 1)
-            starts.append(offset + gap.end() - 1)
-    return list(zip(starts, [*ends, size]))
-
-
-def _read_piece(piece: tuple[Path, int, int, bool]) -> _Rows | None:
+def _read_piece(piece: pieces.Piece) -> _Rows | None:
     """The rows of one byte range (see _read_in_pieces); None when the range does not decode whole."""
-    path, start, end, last = piece
     rows, cut = _Rows(), Cut()
-    with path.open("rb") as handle:
-        handle.seek(start)
-        for events, dropped in array_blocks(_Range(handle, end - start, b"" if last else b"]"), b"", start,
-                                            _DECODERS, cut):
-            rows.bad_fields += dropped + _collect(events, rows)
+    for events, dropped in piece.blocks(_DECODERS, cut):
+        rows.bad_fields += dropped + _collect(events, rows)
     return None if cut.reason else rows
-
-
-class _Range:
-    """A reader of the next ``length`` bytes of a file, followed by ``closing``."""
-
-    def __init__(self, handle, length: int, closing: bytes) -> None:
-        self.handle, self.left, self.closing = handle, length, closing
-
-    def readinto(self, view: memoryview) -> int:
-        if self.left > 0:
-            count = self.handle.readinto(view[: self.left])
-            self.left = self.left - count if count else 0
-            if count:
-                return count
-        closing, self.closing = self.closing, b""
-        view[: len(closing)] = closing
-        return len(closing)
