@@ -418,11 +418,11 @@ def _label(rule_id: str, key: str | None) -> str:
 
 def severity_for(ratio: float | None, basis: str | None = "measured") -> Severity:
     """high ≥ 5 % of the step, medium ≥ 1 %, else low (also when the gain is unknown); an assumed gain (or an upper
-    bound) counts half towards high."""
+    bound) counts half: high from 10 %, medium from 2 %."""
     if ratio is None:
         return "low"
-    high = HIGH_SHARE * (2 if basis == "assumed" else 1)
-    return "high" if ratio >= high else "medium" if ratio >= MEDIUM_SHARE else "low"
+    weight = 0.5 if basis == "assumed" else 1.0
+    return "high" if ratio * weight >= HIGH_SHARE else "medium" if ratio * weight >= MEDIUM_SHARE else "low"
 
 
 def prescription(entry: KnowledgeEntry, lang: Lang, known: Known | None = None,

@@ -107,7 +107,7 @@ def _index(book: RuleBook) -> str:
 def _rule_page(rule: Rule, book: RuleBook) -> str:
     spec = rule.spec
     severity = ("from the estimated gain (≥ 5 % of the step: high, ≥ 1 %: medium, else low; an assumed gain is "
-                "high only from 10 %)") if spec.severity == "auto" \
+                "high only from 10 %, medium from 2 %)") if spec.severity == "auto" \
         else f"{spec.severity} — {spec.severity_reason}"
     lines = [f"# `{spec.id}`: {spec.title.en}", ""]
     if spec.title.zh:

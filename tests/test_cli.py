@@ -23,8 +23,8 @@ def advisor(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_diagnose_terminal_on_the_real_cluster():
     result = advisor("diagnose", str(REAL))
     assert result.returncode == 0, result.stderr
-    assert "communication-bound" in result.stdout
-    assert "The profiled ranks wait together for ranks that were not profiled" in result.stdout
+    assert "bound by ranks waiting for each other" in result.stdout
+    assert "Collectives wait for communicator members that were not profiled" in result.stdout
     assert result.stderr == ""
 
 
@@ -46,7 +46,7 @@ def test_json_to_stdout_is_pure_json():
 
 
 def test_language_from_flag_and_from_locale():
-    assert "通信瓶颈" in advisor("diagnose", str(SAMPLE_SINGLE), "--lang", "zh").stdout
+    assert "通信瓶颈" in advisor("diagnose", str(SAMPLE_SINGLE), "--lang", "zh").stdout  # collectives moving data
     assert "通信瓶颈" in advisor("diagnose", str(SAMPLE_SINGLE), env={"LANG": "zh_CN.UTF-8"}).stdout
     assert "communication-bound" in advisor("diagnose", str(SAMPLE_SINGLE), "--lang", "en", env={"LANG": "zh_CN.UTF-8"}).stdout
 

@@ -312,3 +312,40 @@ def test_the_decode_sequence_is_the_most_common_and_a_prompt_is_told_by_its_atte
     assert sequence_phases([prompt_same_ops, decode, decode, decode]) == ["prefill", "decode", "decode", "decode"]
     assert sequence_phases([decode, decode, decode], [70_000.0, 10_000.0, 10_000.0]) == ["prefill", "decode", "decode"]
     assert sequence_phases([decode, prompt_same_ops]) == [None, None]  # nothing repeats: the capture cannot tell
+
+
+ENGINE_ACTIONS = {"vLLM": "vLLM: do not pass `--enforce-eager`", "SGLang": "SGLang: do not pass",
+                  "own": "Your own generate loop", "vLLM-Ascend": "vLLM-Ascend: run decode on aclgraph"}
+
+
+@pytest.mark.parametrize(("source", "engine", "shown"), [
+    ("real H200 own loop", "none", {"own"}),  # with_stack frames: torch/, the script's own files; no engine package
+    ("vLLM annotations", "vLLM", {"vLLM"}),  # execute_context_ annotations, no with_stack
+    ("Ascend", None, {"vLLM-Ascend"}),  # nothing tells the engine; the platform picks the action
+])
+def test_graph_mode_advice_follows_the_engine_the_trace_shows(built, source, engine, shown):
+    """The graph-mode prescription keeps only the actions for the engine the trace shows: a generation loop of the
+    user's own (the real H200 eager decode, whose frames are torch's and the script's) gets torch.compile and a static
+    cache, not vLLM or SGLang flags; a vLLM trace gets vLLM's, not the transformers recipe."""
+    report = {"real H200 own loop": lambda: diagnose(H200 / "decode_eager_small"),
+              "vLLM annotations": lambda: built[vllm_eager_decode][0],
+              "Ascend": lambda: built[ascend_eager_decode][0]}[source]()
+    (context,) = [f for f in report.facts if f["type"] == "context"]
+    assert context["serving_engine"] == engine
+    (finding,) = [f for f in report.findings if f.id == "inference.decode_launch_bound"]
+    actions = " ".join(finding.prescriptions[0].actions)
+    assert {key for key, text in ENGINE_ACTIONS.items() if text in actions} == shown, actions
+
+
+def test_the_serving_engine_is_the_package_of_the_traces_frames():
+    from advisor.ingest.kineto import _code_root
+    from advisor.ingest.serving import serving_engine
+
+    assert _code_root("vllm/v1/worker/gpu_model_runner.py(1543): execute_model") == "vllm"
+    assert _code_root("<built-in method item of Tensor object at 0x7f>") == "" == _code_root("generate.py(12): main")
+    assert serving_engine(frozenset({"torch", "vllm", "vllm_ascend"}), False, False) == "vLLM-Ascend"
+    assert serving_engine(frozenset({"torch", "sglang"}), False, False) == "SGLang"
+    assert serving_engine(frozenset({"torch", "transformers"}), False, False) == "none"
+    assert serving_engine(frozenset(), True, False) == "vLLM"
+    assert serving_engine(frozenset(), False, True) == "SGLang"
+    assert serving_engine(frozenset(), False, False) is None

@@ -218,6 +218,11 @@ def test_no_prescription_contradicts_the_profile(shipped, name):
         where = f"{name}: {finding.id} → {prescription.id}"
         if prescription.id in ("gpu.cuda_graphs", "host.graph_mode"):
             assert not any(re.match(r"^(cuda|hip)GraphLaunch|AscendCL@aclmdl(RI)?Execute", n) for n in runtime), where
+        if prescription.id == "gpu.cuda_graphs" and any("reduce-overhead" in a or "CUDAGraph" in a for a in prescription.actions):
+            assert not any("sparse_data_dist" in n for n in cpu), where  # TorchRec's pipeline: shapes change per batch
+        if any(action.startswith(("vLLM:", "SGLang:")) for action in prescription.actions):  # an engine's flags
+            frames = _names(path, "python_function")
+            assert not frames or any(n.startswith(("vllm/", "sglang/")) for n in frames), where
         if prescription.id in ("gpu.amp", "gpu.amp_fp16"):
             for rank in finding.ranks:
                 gpu = facts[("gpu", rank)]

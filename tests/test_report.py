@@ -92,7 +92,7 @@ def test_terminal_report_fits_100_columns():
     render_terminal(advisor.diagnose(REAL), Console(file=buffer, width=100, no_color=True))
     lines = buffer.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 100
-    assert any("communication-bound" in line for line in lines)
+    assert "bound by ranks waiting for each other in collectives" in " ".join(" ".join(lines).split())
 
 
 HOSTILE = '<script>alert("x")</script>|*_[x](http://e.invalid)`\x1b[31m'
@@ -184,7 +184,7 @@ def test_brief_markdown_of_the_bundled_example_is_ticket_sized(example):
     assert len(brief.splitlines()) <= 60 and len(brief) < 32_000  # Jira's limit is 32,767 characters
     full = render_markdown(example)
     assert len(full) > 32_000  # what the brief report replaces
-    assert "**Verdict:** The job is communication-bound" in brief and "## Top actions" in brief
+    assert "**Verdict:** The job is bound by ranks waiting for each other in collectives (96.3% of the time in" in brief and "## Top actions" in brief
     for finding in example.findings[:5]:
         assert finding.title in brief and md_escape(f", {finding.gain_basis}") in brief
     assert example.findings[5].title not in brief

@@ -70,3 +70,19 @@ def test_level0_says_wait_cannot_be_split_from_transfer(tmp_path):
     assert "has no communication.json for this rank, which splits collective time into waiting for peers and moving data" in exposed.explanation
     action = " ".join(exposed.prescriptions[0].actions)
     assert "a Level0 (or Level_none) capture does not write it — re-collect at Level1" in action
+
+
+def test_communication_that_mostly_waits_is_said_as_waiting_and_transfers_stay_communication_bound():
+    """The real 2-of-8-rank capture spends 96% of its collectives' time moving no data (the unprofiled ranks arrive
+    late): its verdict names the waiting, not the network; the real single rank whose collectives move data stays
+    communication-bound."""
+    from conftest import REAL, SAMPLE_SINGLE
+
+    from advisor.render.common import report_labels, verdict_sentence
+
+    waiting = advisor.diagnose(REAL)
+    assert waiting.summary.bottleneck == "communication"
+    assert verdict_sentence(waiting, report_labels(waiting)).startswith(
+        "The job is bound by ranks waiting for each other in collectives (96.3% of the time in collectives moves no data")
+    moving = advisor.diagnose(SAMPLE_SINGLE)
+    assert verdict_sentence(moving, report_labels(moving)).startswith("The job is communication-bound: compute 35.6%")

@@ -66,6 +66,7 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         profile_memory=first(lambda r: _bool(_common(r).get("profile_memory"))),
         with_stack=first(lambda r: _bool(_common(r).get("with_stack"))),
         serving=any(r.serving for r in ranks),
+        serving_engine=next((r.serving_engine for r in ranks if r.serving_engine is not None), None),
     )
 
 

@@ -59,6 +59,10 @@ class ContextFact(Fact):
     profile_memory: bool | None = Field(None, description="profile_memory was on.")
     with_stack: bool | None = Field(None, description="with_stack was on (the settings, or a PyTorch trace's ops carry a Call stack).")
     serving: bool = Field(False, description="A serving run: a rank's steps are a serving engine's iterations (execute_context_… annotations, execute_model, SGLang's forward), not training steps; the phase facts describe them.")
+    serving_engine: Literal["vLLM", "vLLM-Ascend", "SGLang", "none"] | None = Field(
+        None, description="The serving engine a serving run's trace shows: the package of its with_stack Python frames "
+        "(vllm, vllm_ascend, sglang), vLLM's execute_context_ annotations or SGLang's per-stage files; 'none' when "
+        "with_stack frames show no engine (a generation loop of the user's own); None when nothing tells.")
 
 
 class _TimeBreakdown(Fact):

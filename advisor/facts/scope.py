@@ -20,6 +20,8 @@ from advisor.facts.models import BreakdownFact, Fact, StepFact
 from advisor.facts.windows import WINDOW_COLUMNS, kernel_step_windows, profiler_step_windows
 from advisor.ingest.columns import Columns
 from advisor.ingest.model import Provenance, RankData, Sourced
+from advisor.ingest.kinetoformat import STAGE_FILE
+from advisor.ingest.serving import serving_engine
 from advisor.usercontext import UserContext
 from advisor.vocabulary import Platform
 
@@ -46,6 +48,7 @@ class RankMeta(Sourced):
     kineto_compute_capability: str | None = None
     kineto_settings: dict[str, bool] | None = None
     serving: bool = False  # a serving run: its iterations were read (ingest.serving)
+    serving_engine: str | None = None  # ingest.serving.serving_engine
 
     @property
     def info_file(self) -> Path | None:
@@ -70,7 +73,17 @@ class RankMeta(Sourced):
                    kineto_device_name=kineto.device_name if kineto is not None else None,
                    kineto_compute_capability=kineto.compute_capability if kineto is not None else None,
                    kineto_settings=kineto.settings if kineto is not None else None,
-                   serving=rank.iterations is not None)
+                   serving=rank.iterations is not None,
+                   serving_engine=_engine(rank) if rank.iterations is not None else None)
+
+
+def _engine(rank: RankData) -> str | None:
+    """The serving engine a GPU rank's trace shows (ingest.serving.serving_engine); None on Ascend."""
+    kineto = rank.kineto
+    if kineto is None:
+        return None
+    annotated = bool(kineto.cpu["name"].str.startswith("execute_context_").any()) if len(kineto.cpu) else False
+    return serving_engine(kineto.code_roots, annotated, bool(STAGE_FILE.match(kineto.path.name)))
 
 
 @dataclass

@@ -90,7 +90,8 @@ def merged_traces(traces: list[KinetoTrace]) -> KinetoTrace:
     return replace(first, gpu=pd.concat(gpu, ignore_index=True), runtime=pd.concat(runtime, ignore_index=True),
                    cpu=pd.concat(cpu, ignore_index=True), memory=pd.concat(memory, ignore_index=True),
                    python=pd.concat(python, ignore_index=True),
-                   truncation=next((t.truncation for t in traces if t.truncation), None), warnings=[])
+                   truncation=next((t.truncation for t in traces if t.truncation), None), warnings=[],
+                   code_roots=frozenset().union(*(t.code_roots for t in traces)))
 
 
 def gpu_rank_data(trace: KinetoTrace, path: Path, warnings: list[str],

@@ -154,6 +154,9 @@ class KinetoTrace:
     settings: dict[str, bool] = field(default_factory=dict)
     truncation: str | None = None  # why only the start of the file was read (a cut-off file), else None
     warnings: list[str] = field(default_factory=list)
+    # the top-level packages of with_stack's Python frames ("torch", "vllm", "sglang", …): what code ran (empty without
+    # with_stack)
+    code_roots: frozenset[str] = frozenset()
 
 
 def read_kineto(path: Path) -> KinetoTrace:
@@ -210,10 +213,12 @@ def _read_piece(piece: pieces.Piece) -> _Tables | None:
 class _Tables:
     """The rows kept from a trace's events (or one range of them), then their tables."""
 
-    rows: dict[str, list] = field(default_factory=lambda: {name: [] for name in (*_TABLES, "recorded", "untotalled")})
+    rows: dict = field(default_factory=lambda: {**{name: [] for name in (*_TABLES, "recorded", "untotalled")},
+                                                 "roots": set()})
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
     recorded: list[str] = field(default_factory=list)  # the settings the ops' fields show (record_shapes, with_stack)
     untotalled: int = 0  # device [memory] events without the allocator's totals
+    roots: frozenset[str] = frozenset()  # KinetoTrace.code_roots
     bad: int = 0  # events with fields of unexpected types
     seen: int = 0
     trailer: Trailer = field(default_factory=Trailer)
@@ -229,6 +234,7 @@ class _Tables:
         """The rows made tables (dropped)."""
         self.frames = {name: pd.DataFrame(self.rows[name], columns=columns) for name, columns in _TABLES.items()}
         self.recorded, self.untotalled = self.rows["recorded"], len(self.rows["untotalled"])
+        self.roots = frozenset(self.rows["roots"]) - {""}
         self.truncation, self.rows = truncation, {}
         return self
 
@@ -240,7 +246,8 @@ class _Tables:
         return _Tables(
             frames={name: _concatenated([part.frames[name] for part in parts]) for name in _TABLES},
             recorded=list(dict.fromkeys(key for part in parts for key in part.recorded)),
-            untotalled=sum(part.untotalled for part in parts), bad=sum(part.bad for part in parts),
+            untotalled=sum(part.untotalled for part in parts), roots=frozenset().union(*(part.roots for part in parts)),
+            bad=sum(part.bad for part in parts),
             seen=sum(part.seen for part in parts), trailer=parts[-1].trailer, truncation=parts[-1].truncation)
 
 
@@ -316,7 +323,7 @@ def _read_legacy(path: Path, handle, head: bytes) -> KinetoTrace:
     warnings.append("a legacy torch.autograd.profiler trace (a JSON array): it records no runtime calls, streams, "
                     "device properties or memory, and its GPU intervals are per operator before PyTorch 1.8; profile "
                     "with torch.profiler for a full diagnosis")
-    tables = _Tables(rows={**rows, "python": [], "recorded": [], "untotalled": []})
+    tables = _Tables(rows={**rows, "python": [], "recorded": [], "untotalled": [], "roots": set()})
     return _trace(path, _Keys(), _Keys(), tables.finished(cut.reason), warnings)
 
 
@@ -350,6 +357,14 @@ def _keys(document: bytes) -> _Keys | None:
 
 
 @lru_cache(maxsize=8192)
+def _code_root(name: str) -> str:
+    """The top-level package of a with_stack frame ("vllm/v1/worker/gpu_model_runner.py(1543): execute_model" →
+    "vllm"; "" for a builtin or a module-level script), tested once per name."""
+    path = name.split("(", 1)[0]
+    return path.split("/", 1)[0] if "/" in path and not path.startswith("<") else ""
+
+
+@lru_cache(maxsize=8192)
 def _kept_cpu_event(name: str) -> bool:
     """Whether a host event is one the facts use (CPU_EVENTS), tested once per name: a trace repeats a few hundred."""
     return bool(CPU_EVENTS.search(name))
@@ -376,6 +391,7 @@ def _collect(events: list[_Event], rows: dict[str, list]) -> None:
         elif category in RUNTIME_CATEGORIES:
             rows["runtime"].append((name, args.correlation, event.tid, event.ts, event.dur))
         elif category == PYTHON_CATEGORY:
+            rows["roots"].add(_code_root(name))
             if ITERATION.search(name):  # of with_stack's many functions, an iteration marker
                 rows["cpu"].append((name, event.tid, event.ts, event.dur, None, None))
             elif event.dur >= PYTHON_KEEP_US:
@@ -415,7 +431,7 @@ def _trace(path: Path, before: _Keys, after: _Keys, tables: _Tables, warnings: l
         device_name=device.name if device is not None else None,
         compute_capability=(f"{device.computeMajor}.{device.computeMinor or 0}"
                             if device is not None and device.computeMajor is not None else None),
-        settings=settings, truncation=tables.truncation, warnings=warnings,
+        settings=settings, truncation=tables.truncation, warnings=warnings, code_roots=tables.roots,
     )
 
 

@@ -195,3 +195,22 @@ def start_to_start(iterations: pd.DataFrame, phase: str = "decode") -> np.ndarra
     starts = iterations["start"].to_numpy(float)
     same = (iterations["phase"] == phase).to_numpy()
     return np.diff(starts)[same[1:] & same[:-1]]
+
+
+# The serving engines a trace can name: the top-level package of its with_stack frames
+ENGINE_PACKAGES = {"vllm_ascend": "vLLM-Ascend", "vllm": "vLLM", "sglang": "SGLang"}
+NO_ENGINE = "none"  # with_stack frames, none an engine's: a generation loop of the user's own (transformers, a script)
+
+
+def serving_engine(code_roots: frozenset[str], vllm_annotations: bool, stage_files: bool) -> str | None:
+    """The engine a serving trace shows: its Python frames' package (vLLM-Ascend before vLLM, which it imports),
+    vLLM's execute_context_ annotations, SGLang's per-stage files; NO_ENGINE when with_stack recorded frames and none
+    is an engine's; None when nothing tells."""
+    for package, engine in ENGINE_PACKAGES.items():
+        if package in code_roots:
+            return engine
+    if vllm_annotations:
+        return "vLLM"
+    if stage_files:
+        return "SGLang"
+    return NO_ENGINE if code_roots else None

@@ -112,6 +112,7 @@ def report_labels(report: Report) -> dict[str, str]:
 Detail = Literal["brief", "full"]
 BRIEF_FINDINGS = 5  # top actions in a brief report, unless max_findings says otherwise
 RANK_ROWS = 16  # a per-rank table longer than this shows its slowest and fastest ranks
+MOSTLY_WAITING = 0.5  # a communication-bound verdict is said as waiting when more than this share of collective time moves no data
 SLOWEST_RANKS, FASTEST_RANKS = 8, 4
 
 
@@ -332,10 +333,10 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
         return words["verdict_unknown"] if service is None else service_sentence(service, words)
     covered = next((p for p in summary.phases if p.covered_by_breakdown), None)
     if covered is not None:
-        sentence = serving_sentence(summary, covered, words)
+        sentence = serving_sentence(summary, covered, words, bottleneck_words(report, words))
     else:
         sentence = words["verdict_sentence" if report.input.steps else "verdict_no_steps"].format(
-            bottleneck=words[f"bottleneck_{summary.bottleneck}"],
+            bottleneck=bottleneck_words(report, words),
             compute=fmt_pct(summary.compute_ratio),
             communication=fmt_pct(summary.communication_ratio),
             free=fmt_pct(summary.free_ratio),
@@ -366,7 +367,21 @@ def service_sentence(service: dict, words: dict[str, str]) -> str:
     return words["verdict_service"].format(details="; ".join(parts))
 
 
-def serving_sentence(summary, covered, words: dict[str, str]) -> str:
+def bottleneck_words(report: Report, words: dict[str, str]) -> str:
+    """The verdict's bottleneck: communication-bound is said as waiting when most of the collectives' time moves no
+    data (the ranks arrive at different times: the cause is the rank that arrives last, not the network)."""
+    bottleneck = report.summary.bottleneck
+    if bottleneck == "communication":
+        collectives = [f for f in report.facts if f["type"] == "communication" and f["kind"] == "collective"]
+        elapse = sum(f["elapse_us"] for f in collectives)
+        if elapse > 0:
+            waiting = sum(f["elapse_us"] * (1.0 - f["transit_share"]) for f in collectives) / elapse
+            if waiting > MOSTLY_WAITING:
+                return words["bottleneck_waiting"].format(share=fmt_pct(waiting))
+    return words[f"bottleneck_{bottleneck}"]
+
+
+def serving_sentence(summary, covered, words: dict[str, str], bottleneck: str) -> str:
     """The verdict of a serving run: the phase the breakdown covers, with its iterations, TPOT, batch and tokens/s
     (decode), then the prefill's first iteration (a TTFT proxy) when the breakdown is decode's."""
     iterations = sum(p.iterations for p in summary.phases if p.covered_by_breakdown)  # prefill's include the mixed
@@ -380,7 +395,7 @@ def serving_sentence(summary, covered, words: dict[str, str]) -> str:
             details.append(words["serving_tokens_per_s"].format(value=f"{covered.tokens_per_s:,.0f}"))
     details.append(words["serving_graphs"].format(mode=covered.graph_mode))
     sentence = words["verdict_serving"].format(
-        phase=words[f"phase_{covered.phase}"], bottleneck=words[f"bottleneck_{summary.bottleneck}"],
+        phase=words[f"phase_{covered.phase}"], bottleneck=bottleneck,
         compute=fmt_pct(summary.compute_ratio), communication=fmt_pct(summary.communication_ratio),
         free=fmt_pct(summary.free_ratio), step=fmt_us(summary.step_time_us), details="; ".join(details))
     if covered.phase == "decode" and summary.bottleneck == "compute":  # busy decode: the weights' reads, if known
