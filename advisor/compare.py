@@ -31,6 +31,7 @@ from advisor.facts.models import CollectiveDeltaFact, MemoryDeltaFact, OperatorD
 from advisor.facts.operators import COMMUNICATION_CORES, compute_kernels, in_steps
 from advisor.findings import build_findings
 from advisor.ingest import Profile
+from advisor.ingest.model import coverage_problems
 from advisor.ingest.columns import records
 from advisor.render.common import fmt_pct, fmt_us, labels
 from advisor.report import Finding, Report, ToolInfo
@@ -122,7 +123,8 @@ def matched_operators(base: pd.DataFrame, target: pd.DataFrame, by: str) -> pd.D
     joined = keyed(base).merge(keyed(target), how="outer", left_index=True, right_index=True, suffixes=("_base", "_target"))
     joined[["us_base", "us_target", "count_base", "count_target"]] = joined[
         ["us_base", "us_target", "count_base", "count_target"]].fillna(0.0)
-    joined[["types_base", "types_target"]] = joined[["types_base", "types_target"]].fillna("")
+    # an empty side's type names are an all-NaN float column: typed as text before it is filled
+    joined[["types_base", "types_target"]] = joined[["types_base", "types_target"]].astype(object).fillna("")
     joined["diff"] = joined["us_target"] - joined["us_base"]
     joined = joined.reset_index(names="key")
     return joined.sort_values(["diff", "key"], ascending=[False, True], ignore_index=True)
@@ -236,7 +238,8 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
         facts=[{"type": f.family, **f.model_dump()} for f in facts],
         operator_mix_distance=distance,
         warnings=[r.message for r in reasons]
-                 + [f"base: {w}" for w in base_report.coverage.warnings] + [f"target: {w}" for w in target_report.coverage.warnings]
+                 + [f"base: {w}" for w in coverage_problems(base_report.coverage)]
+                 + [f"target: {w}" for w in coverage_problems(target_report.coverage)]
                  + ([workload_warning(deltas, distance, by, words)] if distance is not None and distance >= WORKLOAD_DISTANCE else []),
     )
 

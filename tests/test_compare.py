@@ -274,3 +274,15 @@ def test_time_come_back_counts_measured_gains_only_and_needs_an_estimate():
     assert check.median_step_reduction_us == 40_000.0 and check.median_delivered_ratio == 0.8
     base.findings[0].estimated_gain_us = 0.0  # resolved findings that estimated nothing: no yardstick
     assert _gain_check(base, target, side(200_000.0), side(210_000.0)).came_back == []
+
+
+def test_each_sides_problems_are_printed_once_as_warnings(tmp_path):
+    """compare names what it could not read on each side (skipped files, not only the readers' warnings), each line
+    once, at the warning level — as diagnose does."""
+    base = FIXTURES / "ascend-more" / "msprof-analyze-fixture"
+    result = _run("compare", str(base), str(FIXTURES / "ascend-more" / "text-level0-2ranks"), "-o", str(tmp_path / "c.md"))
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("advisor: note: report written")]
+    assert lines and all(line.startswith("advisor: warning: ") for line in lines), lines
+    assert len(lines) == len(set(lines))
+    assert any(line.startswith("advisor: warning: base: skipped x_1_20250101000000000_ascend_pt/ASCEND_PROFILER_OUTPUT/"
+                               "kernel_details.csv: comes from another capture") for line in lines), lines

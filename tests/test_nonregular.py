@@ -46,3 +46,29 @@ def test_a_file_that_claims_to_be_empty_is_read_no_further_than_the_cap():
 def test_a_missing_file_is_an_os_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_bounded(tmp_path / "missing", 10)
+
+
+def test_links_out_of_the_profile_are_not_followed_but_a_linked_rank_is_read(tmp_path):
+    """A link to ``/`` or to another job's directory inside a profile directory must not merge foreign ranks: links to
+    directories outside the tree are not entered (and a warning says so), while a link to a rank directory — gathering
+    ranks written on other nodes — is read."""
+    import shutil
+
+    from conftest import SAMPLE_CLUSTER
+
+    from advisor.ingest.discover import discover
+
+    first, second = sorted(SAMPLE_CLUSTER.iterdir())
+    profile = tmp_path / "prof"
+    profile.mkdir()
+    shutil.copytree(first, profile / first.name)
+    other_node = tmp_path / "elsewhere" / "node1"
+    shutil.copytree(second, other_node / second.name)
+    (profile / "escape").symlink_to(tmp_path / "elsewhere")
+    (profile / "root").symlink_to("/")
+    layout = discover(profile)
+    assert [r.path.name for r in layout.ranks] == [first.name]
+    assert any(w.startswith(f"2 symbolic link(s) to directories outside {profile} were not followed (e.g. escape → ")
+               for w in layout.warnings), layout.warnings
+    (profile / "gathered_ascend_pt").symlink_to(other_node / second.name)
+    assert sorted(r.path.name for r in discover(profile).ranks) == sorted([first.name, "gathered_ascend_pt"])

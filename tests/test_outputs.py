@@ -55,13 +55,24 @@ def test_a_report_replaces_the_previous_one_and_keeps_its_permissions(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
 
 
-def test_a_link_is_followed_and_a_device_is_written_directly(tmp_path):
-    real = tmp_path / "real.md"
-    link = tmp_path / "link.md"
-    link.symlink_to(real)
-    assert _invoke("diagnose", str(PROFILE), "-o", str(link)).exit_code == 0
-    assert link.is_symlink() and real.read_text().startswith("# ")
+@pytest.mark.parametrize("existing", [True, False])
+def test_a_link_is_never_written_through_and_a_device_is_written_directly(tmp_path, existing):
+    """Root writing ``-o /tmp/x.json`` must not replace the file a link planted there points to (nor create the file a
+    dangling one names): exit 2 before any work, the link and its target untouched; /dev/null and /dev/stdout (a link
+    to a device) are written directly."""
+    victim = tmp_path / "victim.conf"
+    if existing:
+        victim.write_text("keep me\n")
+    link = tmp_path / "x.json"
+    link.symlink_to(victim)
+    result = _invoke("diagnose", str(PROFILE), "-f", "json", "-o", str(link))
+    assert result.exit_code == 2
+    assert f"{link}: is a symbolic link (to {victim}); a report is never written through a link" in result.stderr
+    assert link.is_symlink() and (victim.read_text() == "keep me\n" if existing else not victim.exists())
     assert _invoke("diagnose", str(PROFILE), "-f", "json", "-o", "/dev/null").exit_code == 0
+    written = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(PROFILE), "-f", "json", "-o", "/dev/stdout"],
+                             capture_output=True, text=True, cwd=ROOT)
+    assert written.returncode == 0 and written.stdout.lstrip().startswith("{")
 
 
 @pytest.fixture

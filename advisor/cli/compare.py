@@ -65,6 +65,6 @@ def compare_command(
         for fmt, output_path in targets:
             write_report(fmt, output_path, lambda console: render_comparison_terminal(result, console),
                          lambda name: COMPARISON_DOCUMENTS[name](result))
-        for warning in collapse_repeats(list(result.warnings)):
-            note(warning)
+        for warning in collapse_repeats(list(dict.fromkeys(result.warnings))):  # each once, as a warning
+            note(warning, level="warning")
         raise typer.Exit(exit_code([result.base.status, result.target.status], result.findings, fail_on))

@@ -189,18 +189,19 @@ def write_atomically(output: Path, text: str) -> None:
     """Write ``text`` to a new file beside ``output`` and rename it over ``output`` once it is complete.
 
     On a full disk, or any other failure, the previous file is left as it was and no partial file remains.
-    A symbolic link is followed (the file it points to is replaced); a FIFO or device (``/dev/stdout``) is
-    written directly, as it cannot be replaced.
+    A symbolic link is never written through (see refuse_link); a FIFO or device (``/dev/stdout``, ``/dev/null``,
+    links to them included) is written directly, as it cannot be replaced.
     """
-    target = Path(os.path.realpath(output))
+    refuse_link(output)
+    target = Path(os.path.realpath(output.parent)) / output.name if output.name else Path(os.path.realpath(output))
     try:
-        status = target.stat()
-    except FileNotFoundError:
+        status = output.stat()
+    except (FileNotFoundError, NotADirectoryError):
         status = None
     if status is not None and not stat.S_ISREG(status.st_mode):
         if stat.S_ISDIR(status.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory")
-        with target.open("w", encoding="utf-8") as handle:
+        with output.open("w", encoding="utf-8") as handle:
             handle.write(text)
         return
     descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -242,9 +243,26 @@ def files_read(path: Path, coverage) -> list[Path]:
 _INPUT_NAME = re.compile(r"^(profiler_info.*\.json|profiler_metadata\.json|.*\.pt\.trace\.json(\.gz)?|.*\.db|info\.json\.\d+)$")
 
 
+def refuse_link(output: Path) -> None:
+    """InputError when ``output`` is a symbolic link to a file, a directory or nothing: a report is never written
+    through a link, which would replace (or create) the file it points to — a file that may not be the user's (root
+    writing ``-o /tmp/x.json`` over a link planted there). A link to a FIFO or a device (/dev/stdout) is written to."""
+    if not output.is_symlink():
+        return
+    try:
+        status = output.stat()
+    except OSError:
+        status = None
+    if status is None or stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode):
+        raise errors.InputError(f"{output}: is a symbolic link (to {os.readlink(output)}); a report is never written "
+                                "through a link, which would replace the file it points to — give the file's own path")
+
+
 def refuse_overwriting(outputs: list[Path] | None, inputs: list[Path]) -> None:
-    """Refuse an output that is one of the inputs: a file given, a file read, or a profiler file under a directory given."""
+    """Refuse an output that is a link to a file (refuse_link) or one of the inputs: a file given, a file read, or a
+    profiler file under a directory given."""
     for output in outputs or []:
+        refuse_link(output)
         if output.exists():
             _refuse_overwriting_one(output, inputs)
 
@@ -278,11 +296,10 @@ def exit_code(statuses: Iterable[str], findings: Iterable, fail_on: FailOn | Non
 
 def note_coverage(coverage) -> None:
     """One warning line per input that was skipped, read in part or read with problems (repeats collapsed)."""
-    lines = [f"skipped {skipped.file}: {skipped.reason}" for skipped in coverage.skipped]
-    lines += [f"read only part of {partial.file}: {partial.reason}" for partial in coverage.partly_read]
+    from advisor.ingest.model import coverage_problems
     from advisor.text import collapse_repeats
 
-    for line in collapse_repeats([*lines, *coverage.warnings]):
+    for line in collapse_repeats(coverage_problems(coverage)):
         note(line, level="warning")
 
 

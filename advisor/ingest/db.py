@@ -31,9 +31,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,6 +64,7 @@ _MB = 1024.0 * 1024.0
 _OVERLAP_TYPES = {0: "Computing", 1: "Communication", 2: "Communication(Not Overlapped)", 3: "Free"}
 # CANN_API.type (ENUM_API_TYPE) → the prefix trace_view.json gives the call's name (AscendCL@aclrtMemcpy, Node@launch)
 _API_LEVELS = {20000: "AscendCL", 15000: "Model", 10000: "Node", 5500: "Hccl", 5000: "Runtime"}
+_JOURNALS = ("-wal", "-journal")  # where a writer leaves what the main file does not hold yet
 _NULL_TEXT = ("", "N/A", "NA", "n/a", "null", "None")  # text the CSV reader reads as missing
 T = TypeVar("T")
 
@@ -74,16 +77,36 @@ def profiler_db(output_dir: Path) -> Path | None:
 
 @contextmanager
 def open_db(path: Path) -> Iterator[sqlite3.Connection]:
-    """Open a profiler DB read-only; FileProblem when it is not an SQLite database."""
+    """Open a profiler DB read-only; FileProblem when it is not an SQLite database.
+
+    A database is opened immutable (no locks, nothing written beside it), which reads the main file alone. Where a
+    writer left part of it in a write-ahead log (``-wal``: WAL mode, the data not yet checkpointed) or a hot rollback
+    journal (``-journal``: a transaction cut off), the main file alone is not the database: the files are copied to a
+    temporary directory and the copy is opened normally, so SQLite applies the log (or rolls the transaction back)
+    there — never in the user's directory.
+    """
+    journals = [journal for suffix in _JOURNALS if (journal := path.with_name(path.name + suffix)).is_file()
+                and journal.stat().st_size > 0]
     with path.open("rb") as handle:
-        if handle.read(16) != b"SQLite format 3\x00":
-            raise FileProblem("is not an SQLite database")
-    try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error as exc:
-        raise FileProblem(f"cannot be opened as SQLite ({exc})") from exc
-    with closing(connection):
-        yield connection
+        head = handle.read(16)
+    if not head and not journals:
+        raise FileProblem("is empty")
+    if head and head != b"SQLite format 3\x00":
+        raise FileProblem("is not an SQLite database")
+    with tempfile.TemporaryDirectory(prefix="advisor-db-") if journals else nullcontext() as place:
+        try:
+            if place is None:
+                connection = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+            else:
+                copy = Path(place) / path.name
+                for source in (path, *journals):
+                    shutil.copyfile(source, Path(place) / source.name)
+                connection = sqlite3.connect(copy)
+                connection.execute("PRAGMA query_only = 1")
+        except (sqlite3.Error, OSError) as exc:
+            raise FileProblem(f"cannot be opened as SQLite ({exc})") from exc
+        with closing(connection):
+            yield connection
 
 
 class DbTables:

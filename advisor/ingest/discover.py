@@ -36,11 +36,16 @@ def discover(path: Path) -> Layout:
             return _joined(layout, _joining_here(path), path) if is_dir and not fmt.joins else layout
     if not is_dir:
         raise InputError(f"{path}: is a file; {_supported()}")
-    found = _walk(path)
+    found, outside = _walk(path)
     chosen = next((fmt for fmt in formats.FORMATS if found[id(fmt)]), None)
+    unfollowed = (f"{len(outside)} symbolic link(s) to directories outside {path} were not followed (e.g. "
+                  f"{display_path(outside[0], path)} → {os.readlink(outside[0])}): only links to rank directories are "
+                  "read; diagnose another tree by its own path") if outside else None
     if chosen is None:
-        raise InputError(f"{path}: no profiler output found; {_supported()}")
+        raise InputError(f"{path}: no profiler output found; {_supported()}" + (f" ({unfollowed})" if unfollowed else ""))
     layout = chosen.layout(found[id(chosen)], path, path)
+    if unfollowed:
+        layout.warnings.append(unfollowed)
     for fmt in formats.FORMATS:
         others = found[id(fmt)] if fmt is not chosen else []
         if others and fmt.joins and not chosen.joins:
@@ -52,11 +57,14 @@ def discover(path: Path) -> Layout:
     return layout
 
 
-def _walk(root: Path) -> dict[int, list[Path]]:
+def _walk(root: Path) -> tuple[dict[int, list[Path]], list[Path]]:
     """Per format (by id): the ranks under ``root``, to a depth of four, by path (a directory that is a rank is not
-    entered; a directory reached twice through links is read once)."""
+    entered; a directory reached twice through links is read once); and the links to directories outside ``root``
+    that were not followed (a link to a rank directory is read; a link to ``/`` must not merge foreign ranks)."""
     found: dict[int, list[Path]] = {id(fmt): [] for fmt in formats.FORMATS}
     seen: set[Path] = set()
+    outside: list[Path] = []
+    top = root.resolve()
     for current, dirs, files in os.walk(root, followlinks=True):
         here = Path(current)
         real = here.resolve()
@@ -68,9 +76,19 @@ def _walk(root: Path) -> dict[int, list[Path]]:
             dirs.clear()
             continue
         dirs.sort()
+        for name in [d for d in dirs if (here / d).is_symlink()]:
+            linked = here / name
+            if not linked.resolve().is_relative_to(top) and not _is_rank(linked):
+                dirs.remove(name)
+                outside.append(linked)
         for name in sorted(files):
             _claim(here / name, False, found)
-    return found
+    return found, outside
+
+
+def _is_rank(path: Path) -> bool:
+    """Whether a directory is one rank of some format."""
+    return any(fmt.rank_at(path, True) is not None for fmt in formats.FORMATS)
 
 
 def _claim(path: Path, is_dir: bool, found: dict[int, list[Path]]) -> bool:

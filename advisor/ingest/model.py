@@ -51,6 +51,14 @@ class Coverage(BaseModel):
             getattr(self, name).extend(getattr(later, name))
 
 
+def coverage_problems(coverage: Coverage | Any) -> list[str]:
+    """One line per input skipped, read in part or read with problems, in that order (as the CLI prints them), of a
+    Coverage or of a report's copy of one."""
+    return ([f"skipped {skipped.file}: {skipped.reason}" for skipped in coverage.skipped]
+            + [f"read only part of {partial.file}: {partial.reason}" for partial in coverage.partly_read]
+            + list(coverage.warnings))
+
+
 # The tables of a rank by their neutral names — RankData's fields — and the file of the Ascend text export each
 # comes from unless its reader records another (the DB export, a compressed trace, a PyTorch trace).
 TEXT_FILES = {

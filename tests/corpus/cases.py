@@ -722,6 +722,42 @@ def _sql(relative: str, statement: str) -> Callable[[Path], None]:
     return mutate
 
 
+def _in_wal(relative: str, journal: str = "-wal") -> Callable[[Path], None]:
+    """The database rewritten as a writer leaves it when its data has not reached the main file: in WAL mode with every
+    table in its ``-wal`` (never checkpointed), or (``-journal``) with a hot rollback journal of a cut-off transaction
+    that emptied every table — which SQLite must roll back."""
+    def mutate(root: Path) -> None:
+        import sqlite3
+
+        path = root / relative
+        original = path.with_name(path.name + ".orig")
+        path.rename(original)
+        writer = sqlite3.connect(path, isolation_level=None)
+        tables = [row for row in sqlite3.connect(original).execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        if journal == "-wal":
+            writer.execute("PRAGMA journal_mode = WAL")
+            writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("ATTACH DATABASE ? AS source", (str(original),))
+        writer.execute("BEGIN")
+        for name, sql in tables:
+            writer.execute(sql)
+            writer.execute(f'INSERT INTO main."{name}" SELECT * FROM source."{name}"')
+        writer.execute("COMMIT")
+        writer.execute("DETACH DATABASE source")
+        if journal == "-journal":  # a transaction that deletes everything, cut off before it committed
+            writer.execute("PRAGMA cache_size = 1")  # spill: the deletions reach the main file mid-transaction
+            writer.execute("BEGIN")
+            for name, _sql in tables:
+                writer.execute(f'DELETE FROM "{name}"')
+        left = {file: file.read_bytes() for file in (path, path.with_name(path.name + journal)) if file.exists()}
+        writer.close()  # a clean close checkpoints (or rolls back) and removes the log: put back what a crash leaves
+        for file, data in left.items():
+            file.write_bytes(data)
+        original.unlink()
+    return mutate
+
+
 def _db_damage() -> list[Case]:
     """The DB export: files that are not SQLite, cut off, missing tables or with unexpected column contents."""
     cases = []
@@ -729,7 +765,9 @@ def _db_damage() -> list[Case]:
         name = relative.rsplit("/", 1)[-1]
         lost = (relative,)
         cases += [
-            Case(f"db/{name}/zero-bytes", "db", _write(relative, b""), 3, (skipped(relative, "is not an SQLite database"),), lost),
+            Case(f"db/{name}/zero-bytes", "db", _write(relative, b""), 3, (skipped(relative, "is empty"),), lost),
+            Case(f"db/{name}/data-in-its-wal", "db", _in_wal(relative), 0),
+            Case(f"db/{name}/hot-rollback-journal", "db", _in_wal(relative, "-journal"), 0),
             Case(f"db/{name}/text", "db", _write(relative, b"SELECT 1;\n"), 3, (skipped(relative, "is not an SQLite database"),),
                  lost),
             Case(f"db/{name}/truncated", "db", _truncate(relative, 0.3), 3,
@@ -1043,7 +1081,7 @@ def _hostile_packs() -> list[Case]:
              (r"FAIL team\.r: fires .*the rule failed while it ran: rule team\.r derived an invalid bottleneck fact",),
              None, command=("rules", "test"), target="pack", args=()),
         Case("hostile-pack/derived-fact-out-of-range/compare", "single", _pack({"team.r.yaml": _derives_out_of_range()}),
-             3, (r"advisor: note: (base|target): rule pack .*pack: a rule failed while the diagnosis ran",), (),
+             3, (r"advisor: warning: (base|target): rule pack .*pack: a rule failed while the diagnosis ran",), (),
              command=("compare",), target="prof", args=("{dir}/prof", "--rules", "{dir}/pack", "-f", "json")),
     ]
     return cases
