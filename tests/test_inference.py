@@ -104,7 +104,7 @@ def test_the_verdict_names_decode_tpot_and_the_batch(built):
     from advisor.render.common import report_labels, verdict_sentence
 
     sentence = verdict_sentence(report, report_labels(report))
-    assert "Decode is compute-bound" in sentence and "TPOT 18.96 ms" in sentence and "batch 1" in sentence
+    assert "Decode is device-bound (busy)" in sentence and "TPOT 18.96 ms" in sentence and "batch 1" in sentence
     ids = {p.id for f in report.findings for p in f.prescriptions}
     assert not ids & {"gpu.cuda_graphs", "inference.decode_graphs", "gpu.dataloader"}
     assert "scaled_dot_product_attention" not in _actions(report)

@@ -280,7 +280,7 @@ def test_on_the_fixture_queueing_and_a_full_kv_cache_fire_and_the_low_decode_bat
     assert report["input"]["format"] == "msserviceprofiler" and report["summary"]["bottleneck"] == "unknown"
     queueing = report["findings"][0]
     assert queueing["severity"] == "high" and queueing["estimated_gain_us"] is None
-    assert "81% of the time to first token is queue wait" in queueing["explanation"]
+    assert "81% of the summed time to first token is queue wait, most of it in the slowest requests" in queueing["explanation"]
 
 
 def test_service_data_alone_has_a_verdict_of_what_the_requests_saw():
@@ -321,7 +321,7 @@ def test_the_command_line_diagnoses_the_fixture():
     out = done.stdout
     assert "Format: msserviceprofiler" in out
     assert "Verdict: Service-level data only, no device profile" in out
-    first, second = (out.index(t) for t in ("HIGH Requests spend most of their time to first token waiting in the queue",
+    first, second = (out.index(t) for t in ("HIGH Queue waits make most of the time to first token, in the slowest requests",
                                             "MEDIUM The KV cache runs full"))
     assert first < second
     assert "Give the service more capacity" in out and "Give the KV cache more room" in out

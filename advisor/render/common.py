@@ -112,6 +112,7 @@ def report_labels(report: Report) -> dict[str, str]:
 Detail = Literal["brief", "full"]
 BRIEF_FINDINGS = 5  # top actions in a brief report, unless max_findings says otherwise
 RANK_ROWS = 16  # a per-rank table longer than this shows its slowest and fastest ranks
+MOSTLY_BUSY = 0.5  # a host-bound verdict is said as mostly busy when the device computes at least this share
 MOSTLY_WAITING = 0.5  # a communication-bound verdict is said as waiting when more than this share of collective time moves no data
 SLOWEST_RANKS, FASTEST_RANKS = 8, 4
 
@@ -333,7 +334,7 @@ def verdict_sentence(report: Report, words: dict[str, str]) -> str:
         return words["verdict_unknown"] if service is None else service_sentence(service, words)
     covered = next((p for p in summary.phases if p.covered_by_breakdown), None)
     if covered is not None:
-        sentence = serving_sentence(summary, covered, words, bottleneck_words(report, words))
+        sentence = serving_sentence(summary, covered, words, bottleneck_words(report, words, covered.phase))
     else:
         sentence = words["verdict_sentence" if report.input.steps else "verdict_no_steps"].format(
             bottleneck=bottleneck_words(report, words),
@@ -367,10 +368,16 @@ def service_sentence(service: dict, words: dict[str, str]) -> str:
     return words["verdict_service"].format(details="; ".join(parts))
 
 
-def bottleneck_words(report: Report, words: dict[str, str]) -> str:
+def bottleneck_words(report: Report, words: dict[str, str], phase: str | None = None) -> str:
     """The verdict's bottleneck: communication-bound is said as waiting when most of the collectives' time moves no
-    data (the ranks arrive at different times: the cause is the rank that arrives last, not the network)."""
+    data (the ranks arrive at different times: the cause is the rank that arrives last, not the network); host-bound
+    with the device computing most of the time as mostly busy; a busy decode as device-bound (at a small batch its
+    GEMMs read the weights: memory, not math — the verdict's next sentence says which)."""
     bottleneck = report.summary.bottleneck
+    if bottleneck == "compute" and phase == "decode":
+        return words["bottleneck_device_decode"]
+    if bottleneck == "host" and (report.summary.compute_ratio or 0.0) >= MOSTLY_BUSY:
+        return words["bottleneck_host_partly"]
     if bottleneck == "communication":
         collectives = [f for f in report.facts if f["type"] == "communication" and f["kind"] == "collective"]
         elapse = sum(f["elapse_us"] for f in collectives)
