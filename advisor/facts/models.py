@@ -279,6 +279,9 @@ class CommunicationFact(Fact):
         "or its size unknown; from the trace's spans, the ops every profiled member leaves together that last at "
         "least twice their transfer bound after the last arrival, also where the size is unknown).")
     outside_wait_share: Ratio = Field(0.0, description="outside_wait_us / elapse_us.")
+    outside_wait_per_op_us: Duration = Field(0.0, description="outside_wait_us / ops_per_step: the mean wait for members "
+                                             "outside the profile per collective, µs (a few tens of µs is a small "
+                                             "collective's own handshake; milliseconds are a late member).")
     waited_peer: int | None = Field(None, ge=0, description="The communicator-local rank this rank's HCCL Notify_Wait tasks wait for longest (their 'dst rank', trace_view.json); None when the trace has none.")
     waited_peer_us: Duration | None = Field(None, description="Its Notify_Wait time per step, µs.")
     waited_peer_share: Ratio | None = Field(None, description="waited_peer_us / the Notify_Wait time per step for every peer.")

@@ -654,6 +654,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 if collective else None,
                 outside_wait_us=outside_us,
                 outside_wait_share=min(outside_us / row["elapse_us"], 1.0) if row["elapse_us"] > 0 else 0.0,
+                outside_wait_per_op_us=outside_us / row["ops_per_step"] if row["ops_per_step"] > 0 else 0.0,
                 **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
                 p2p_us=p2p_us,
             )
