@@ -94,7 +94,7 @@ def _split_pair(text: str, where: str) -> tuple[str, str]:
 
 
 def _read_env_file(path: Path) -> dict[str, str]:
-    text = _read_text(path)
+    text = _read_text(path).removeprefix("\ufeff")  # a UTF-8 BOM, as Windows editors write it
     values: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()

@@ -102,3 +102,21 @@ def test_the_keywords_of_before_are_taken_over_the_options():
         advisor.diagnose(SINGLE, options=RunOptions(scheduler=42))
     assert advisor.diagnose(SINGLE, scheduler="pool", options=RunOptions(scheduler=42)).status == "complete"
     assert RunOptions(scheduler=42, progress=print).portable() == RunOptions()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])
+def test_an_invalid_advisor_jobs_is_an_error_not_ignored(monkeypatch, value):
+    """ADVISOR_JOBS that is not a number of processes stops the run with exit 2 and says what to set (the library's
+    parallel.jobs still falls back to the cores: only the command line refuses it)."""
+    monkeypatch.setenv("ADVISOR_JOBS", value)
+    result = CliRunner().invoke(app, ["diagnose", str(SINGLE), "-f", "json"])
+    assert result.exit_code == 2
+    assert f"ADVISOR_JOBS={value!r} is not a number of processes (1 or more)" in result.stderr
+
+
+def test_an_env_file_with_a_utf8_bom_is_read(tmp_path):
+    from advisor.usercontext import build_context
+
+    env = tmp_path / "env.txt"
+    env.write_bytes("\ufeffTASK_QUEUE_ENABLE=1\nHCCL_BUFFSIZE=400\n".encode())
+    assert build_context([], [env], None).env == {"TASK_QUEUE_ENABLE": ("1", str(env)), "HCCL_BUFFSIZE": ("400", str(env))}

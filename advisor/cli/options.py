@@ -170,8 +170,13 @@ def run_options(max_file_size: str | None, jobs: int | None, scheduler: str | No
     """The run's settings from --max-file-size, --jobs, --scheduler and --deep (the progress listener is added on a
     terminal by ``output.with_progress``)."""
     from advisor.ingest.limits import parse_size
+    from advisor.parallel import JOBS_VARIABLE
     from advisor.runoptions import DEFAULT_MAX_FILE_BYTES, RunOptions
 
+    text = os.environ.get(JOBS_VARIABLE, "").strip()
+    if text and not (text.isdigit() and int(text) > 0):
+        raise errors.InputError(f"{JOBS_VARIABLE}={text!r} is not a number of processes (1 or more): unset it, or set "
+                                f"e.g. {JOBS_VARIABLE}=2 (1 turns parallel work off)")
     return RunOptions(jobs=jobs, max_file_bytes=DEFAULT_MAX_FILE_BYTES if max_file_size is None else parse_size(max_file_size),
                       scheduler=scheduler, deep=deep.value if deep else None)
 
