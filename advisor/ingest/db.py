@@ -174,15 +174,26 @@ class DbTables:
             self._strings = dict(self.frame("SELECT id, value FROM STRING_IDS").itertuples(index=False)) \
                 if self.has("STRING_IDS") else {}
         strings = self._strings
+        missed = 0
 
         def resolve(value: object) -> object:
+            nonlocal missed
             if isinstance(value, (int, np.integer)):
-                return strings.get(int(value))
-            if isinstance(value, (float, np.floating)):  # an id column holding NULLs is read as floats
-                return strings.get(int(value)) if math.isfinite(value) and float(value).is_integer() else None
-            return value
+                found = strings.get(int(value))
+            elif isinstance(value, (float, np.floating)):  # an id column holding NULLs is read as floats (NaN)
+                if not math.isfinite(value):
+                    return None
+                found = strings.get(int(value)) if float(value).is_integer() else None
+            else:  # NULL, or a name already
+                return value
+            missed += found is None
+            return found
 
-        return values.astype(object).map(resolve)
+        resolved = values.astype(object).map(resolve)
+        if missed:
+            where = f" (column {values.name})" if values.name else ""
+            self.warnings.append(f"{missed} name id(s){where} are not in STRING_IDS and were read as missing names")
+        return resolved
 
 
 def _per_table(what: str) -> Callable[[Callable[..., T]], Callable[..., T | None]]:
@@ -250,6 +261,9 @@ def read_metadata(db: DbTables, path: Path) -> dict[str, Any] | None:
             metadata[str(name)] = json.loads(value) if isinstance(value, str) else value
         except ValueError:
             metadata[str(name)] = value
+        except RecursionError as exc:
+            raise FileProblem(f"table META_DATA: the value of {str(name)[:80]!r} nests arrays or objects too deeply "
+                              "to be read") from exc
     return metadata
 
 

@@ -791,6 +791,13 @@ def _db_damage() -> list[Case]:
              (), (ANALYSIS_DB,)),
         Case("db/negative-times", "db", _sql(PROFILER_DB, "UPDATE TASK SET endNs = startNs - 5000"), 0,
              (), (PROFILER_DB,)),
+        Case("db/unresolved-string-ids", "db", _sql(PROFILER_DB, "DELETE FROM STRING_IDS WHERE rowid % 2 = 0"), 0,
+             (warned(PROFILER_DB, r"\d+ name id\(s\) \(column \w+\) are not in STRING_IDS and were read as missing names"),),
+             (PROFILER_DB,)),
+        Case("db/meta-data-nested-too-deeply", "db",
+             _sql(PROFILER_DB, "UPDATE META_DATA SET value = '" + "[" * 5000 + "]" * 5000 + "'"), 3,
+             (r"advisor: warning: read only part of .*ascend_pytorch_profiler_0\.db: table META_DATA: the value of "
+              r"'\w+' nests arrays or objects too deeply to be read",), (PROFILER_DB,)),
         Case("db/hostile-names", "db", _sql(PROFILER_DB, "UPDATE STRING_IDS SET value = '<script>alert(1)</script>' "
                                                          "WHERE value LIKE 'aclnn%' OR value LIKE 'MatMul%'"), 0,
              (), None, args=("-f", "html"), checks=(_escaped("<script>alert(1)</script>", "html"),)),
