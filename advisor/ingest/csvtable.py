@@ -178,13 +178,20 @@ def _header_of(head: bytes) -> list[str]:
     line = head.split(b"\n", 1)[0]
     if len(line) == len(head) and len(head) == _HEADER_PROBE_BYTES:
         raise FileProblem("has no line break in its first MiB; it is not a profiler CSV")
+    text = csv_text(line, "header ")
+    return next(csv.reader(io.StringIO(text.rstrip("\r"))), [])
+
+
+def csv_text(data: bytes, part: str = "") -> str:
+    """``data`` decoded as UTF-8 (a BOM dropped); FileProblem when it is not UTF-8 (``part``: what of the file was
+    decoded, e.g. "header ") or holds NUL bytes (binary)."""
     try:
-        text = line.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise FileProblem(f"header is not UTF-8 text (byte {exc.start})") from exc
+        raise FileProblem(f"{part}is not UTF-8 text (byte {exc.start})") from exc
     if "\x00" in text:
         raise FileProblem("is binary, not CSV text")
-    return next(csv.reader(io.StringIO(text.rstrip("\r"))), [])
+    return text
 
 
 def _match_columns(header: list[str], columns: tuple[Column, ...]) -> dict[str, int]:

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from pyarrow import csv as pacsv
 
 from advisor.ingest.ascend import Reader
-from advisor.ingest.csvtable import read_header
+from advisor.ingest.csvtable import csv_text, read_header
 from advisor.ingest.limits import read_bounded
 from advisor.ingest.model import Coverage, FileProblem
 
@@ -384,12 +384,7 @@ def read_summary(path: Path, _warnings: list[str]) -> ServiceSummary:
     data = read_bounded(path, MAX_SUMMARY_BYTES)
     if not data.strip():
         raise FileProblem("is empty")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FileProblem(f"is not UTF-8 text (byte {exc.start})") from exc
-    if "\x00" in text:
-        raise FileProblem("is binary, not CSV text")
+    text = csv_text(data)
     try:
         rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
     except csv.Error as exc:
