@@ -15,7 +15,7 @@ from advisor.errors import InputError
 from advisor.parallel import jobs
 
 LOCAL = "local"
-CONNECT_TIMEOUT_S = 30
+CONNECT_TIMEOUT_S = 5  # a scheduler that has not answered by then is unreachable (a reachable one answers in ms)
 
 
 class DaskRunner:
@@ -36,9 +36,13 @@ class DaskRunner:
                                                     dashboard_address=":0")
             self.client = distributed.Client(self.cluster)
         elif isinstance(scheduler, str):
+            if scheduler.lower().startswith("tls://"):
+                raise InputError(f"scheduler {scheduler!r}: a TLS address needs certificates advisor does not take; "
+                                 "from Python, pass a distributed.Client built with your distributed.Security "
+                                 "(advisor.diagnose(path, scheduler=client)), or use a tcp:// address on a trusted network")
             try:
                 self.client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-            except (OSError, TimeoutError, ValueError) as exc:
+            except (OSError, TimeoutError, ValueError, TypeError) as exc:
                 raise InputError(f"scheduler {scheduler!r}: cannot connect to the Dask scheduler ({exc})") from None
         elif hasattr(scheduler, "map") and hasattr(scheduler, "submit"):  # a distributed.Client: the caller's
             self.client = scheduler

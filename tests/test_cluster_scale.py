@@ -162,6 +162,17 @@ def test_a_scheduler_without_dask_installed_says_how_to_get_it(cluster32, monkey
         diagnose(cluster32, scheduler="local")
 
 
+def test_an_unreachable_scheduler_fails_in_seconds_and_a_tls_address_is_refused(cluster32):
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(InputError, match=r"scheduler 'tcp://127\.0\.0\.1:9': cannot connect to the Dask scheduler"):
+        diagnose(cluster32, scheduler="tcp://127.0.0.1:9")
+    assert time.monotonic() - started < 15  # was 30 s and more
+    with pytest.raises(InputError, match=r"a TLS address needs certificates advisor does not take"):
+        diagnose(cluster32, scheduler="tls://127.0.0.1:9")
+
+
 def test_a_scheduler_that_is_neither_an_address_nor_a_client_is_refused(cluster32):
     with pytest.raises(InputError, match="not 'local'"):
         diagnose(cluster32, scheduler=42)
