@@ -72,3 +72,27 @@ def test_links_out_of_the_profile_are_not_followed_but_a_linked_rank_is_read(tmp
                for w in layout.warnings), layout.warnings
     (profile / "gathered_ascend_pt").symlink_to(other_node / second.name)
     assert sorted(r.path.name for r in discover(profile).ranks) == sorted([first.name, "gathered_ascend_pt"])
+
+
+@pytest.mark.parametrize(("make", "kind"), [(lambda tmp: "/dev/null", "character device"),
+                                            (lambda tmp: "/dev/zero", "character device"),
+                                            (lambda tmp: (os.mkfifo(tmp / "fifo"), str(tmp / "fifo"))[1], "FIFO")])
+def test_a_device_or_fifo_given_as_the_profile_says_what_it_is(tmp_path, make, kind):
+    from typer.testing import CliRunner
+
+    from advisor.cli import app
+
+    path = make(tmp_path)
+    result = CliRunner().invoke(app, ["diagnose", path])
+    assert result.exit_code == 2
+    assert f"{path}: is a {kind}, not a profile directory or trace file" in result.stderr
+
+
+def test_a_path_too_long_for_the_os_is_a_usage_error_with_a_short_message(tmp_path):
+    from typer.testing import CliRunner
+
+    from advisor.cli import app
+
+    result = CliRunner().invoke(app, ["diagnose", str(tmp_path / ("a" * 5000))])
+    assert result.exit_code == 2 and "cannot be used (File name too long)" in result.stderr
+    assert len(result.stderr) < 400

@@ -7,6 +7,7 @@ found beside another format's ranks — in the directory given, or anywhere unde
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,9 +25,16 @@ def _supported() -> str:
 
 def discover(path: Path) -> Layout:
     """Classify ``path`` and list its ranks; raise InputError when it is not a profile."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
-    is_dir = not path.is_file()
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file or directory") from None
+    except OSError as exc:  # a name too long for the OS, a loop of links, …
+        raise InputError(f"{_shown(path)}: cannot be used ({exc.strerror or exc})") from None
+    kind = _special_kind(status.st_mode)
+    if kind is not None:
+        raise InputError(f"{path}: is a {kind}, not a profile directory or trace file")
+    is_dir = stat.S_ISDIR(status.st_mode)
     if is_dir and not os.access(path, os.R_OK | os.X_OK):
         raise InputError(f"{path}: directory cannot be read (permission denied)")
     for fmt in formats.FORMATS:  # the path is one rank
@@ -55,6 +63,22 @@ def discover(path: Path) -> Layout:
                                    f"{display_path(others[0], path)}); diagnose them on their own, or compare with "
                                    "advisor compare")
     return layout
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a path that is neither a directory nor a regular file is (a device never ends, a FIFO waits for a
+    writer): None for a directory or a file."""
+    for test, kind in ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return kind
+    return None
+
+
+def _shown(path: Path, limit: int = 120) -> str:
+    """A path short enough for a message (its start and end around '…')."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit - 40]}…{text[-39:]}"
 
 
 def _walk(root: Path) -> tuple[dict[int, list[Path]], list[Path]]:
