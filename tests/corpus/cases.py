@@ -795,7 +795,7 @@ def _db_damage() -> list[Case]:
              (warned(PROFILER_DB, r"\d+ name id\(s\) \(column \w+\) are not in STRING_IDS and were read as missing names"),),
              (PROFILER_DB,)),
         Case("db/meta-data-nested-too-deeply", "db",
-             _sql(PROFILER_DB, "UPDATE META_DATA SET value = '" + "[" * 5000 + "]" * 5000 + "'"), 3,
+             _sql(PROFILER_DB, "UPDATE META_DATA SET value = '" + "[" * 100_000 + "]" * 100_000 + "'"), 3,
              (r"advisor: warning: read only part of .*ascend_pytorch_profiler_0\.db: table META_DATA: the value of "
               r"'\w+' nests arrays or objects too deeply to be read",), (PROFILER_DB,)),
         Case("db/hostile-names", "db", _sql(PROFILER_DB, "UPDATE STRING_IDS SET value = '<script>alert(1)</script>' "
