@@ -19,6 +19,7 @@ from conftest import FIXTURES, REAL
 from advisor.diagnose import diagnose
 from advisor.facts import extract_facts
 from advisor.ingest import load_profile
+from advisor.runoptions import RunOptions
 from advisor.usercontext import build_context
 
 REAL_DB = FIXTURES / "ascend-more" / "db-level1-2ranks"  # the same job family as REAL, exported as DB
@@ -282,3 +283,21 @@ def test_a_db_without_overlap_analysis_gets_lanes_of_its_kernels_and_collectives
     first, last = lanes["ts"].min(), (lanes["ts"] + lanes["dur"]).max()
     assert sums["Free"] == pytest.approx(last - first - sums["Computing"] - sums["Communication"], abs=0.01)
     assert first == pytest.approx(1764246877000000.0 + 5 * 100_000.0)  # the first kernel of step 5
+
+
+def test_a_query_that_takes_more_work_than_the_file_can_need_is_stopped_and_its_table_left_out(monkeypatch, rulebook):
+    """Per-row work beyond what stored data needs (a computed column the schema check does not know, a hostile
+    schema) is bounded: with the budget cut to 100,000 SQLite steps every large query of the real export stops,
+    the tables it feeds are left out by name, and the small ones are still read."""
+    import advisor.ingest.db as db
+
+    monkeypatch.setattr(db, "_WORK_FLOOR", 100_000)
+    monkeypatch.setattr(db, "_WORK_PER_BYTE", 0)
+    report = diagnose(REAL_DB, rulebook=rulebook, options=RunOptions(jobs=1))
+    assert report.status == "partial"
+    stopped = [part for part in report.coverage.partly_read
+               if "takes more work to read than 100,000 SQLite steps" in part.reason]
+    assert {part.file.rpartition("/")[2] for part in stopped} == {"ascend_pytorch_profiler_0.db",
+                                                                  "ascend_pytorch_profiler_1.db"}
+    assert any("kernel_details (TASK, COMPUTE_TASK_INFO) left out" in part.reason for part in stopped)
+    assert report.input.ranks == [0, 1]

@@ -19,13 +19,16 @@ _KERNEL_COLUMNS = "Step Id,Type,Accelerator Core,Duration(us),Block Dim,Input Sh
 _STATISTIC_COLUMNS = "OP Type,Core Type,Count,Total Time(us),Max Time(us)"
 
 
+UNNAMED = "(kernel without name or type)"
+
+
 def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     """Kernel rows without the collective-communication ops, with a usable operator type.
 
     Collectives (Accelerator Core HCCL/COMMUNICATION, or names starting with ``hcom_``) and a GPU trace's memory
     copies and sets (MEMORY) are not compute.
     Where Type is unknown (Level0 writes N/A; torch_npu writes 0 for some memset kernels) the kernel Name stands in and
-    ``type_source`` says so.
+    ``type_source`` says so; a kernel with neither (blank cells, NULL ids) is counted as ``UNNAMED``.
     """
     core = kernels["accelerator_core"] if "accelerator_core" in kernels else pd.Series(None, index=kernels.index, dtype=object)
     name = kernels["name"].fillna("")
@@ -33,10 +36,11 @@ def compute_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
                | name.str.lower().str.startswith("hcom_"))
     rows = kernels.loc[~is_comm & kernels["duration_us"].notna() & (kernels["duration_us"] >= 0)]
     op_type = rows["type"] if "type" in rows else pd.Series(pd.NA, index=rows.index, dtype="str")
-    known = op_type.notna() & (op_type.astype(str) != "0")
+    known = op_type.notna() & ~op_type.astype(str).str.strip().isin(["", "0"])
+    named = rows["name"].notna() & (rows["name"].astype(str).str.strip() != "")
     columns = {
         "step": rows["step"] if "step" in rows else pd.NA,
-        "type": op_type.where(known, rows["name"]),
+        "type": op_type.where(known, rows["name"].where(named, UNNAMED)),
         "type_source": known.map({True: "type", False: "name"}),
         "accelerator_core": core.loc[rows.index],
         "duration_us": rows["duration_us"],

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -66,6 +67,12 @@ _OVERLAP_TYPES = {0: "Computing", 1: "Communication", 2: "Communication(Not Over
 _API_LEVELS = {20000: "AscendCL", 15000: "Model", 10000: "Node", 5500: "Hccl", 5000: "Runtime"}
 _JOURNALS = ("-wal", "-journal")  # where a writer leaves what the main file does not hold yet
 _NULL_TEXT = ("", "N/A", "NA", "n/a", "null", "None")  # text the CSV reader reads as missing
+# How much work one query may take: SQLite VM steps per byte of the file (reading a real export takes about 1),
+# with a floor for small files, checked every _WORK_CHECK steps. More than that is per-row work a profiler's data
+# never needs (computed columns, hostile schemas): the query is stopped and its table left out.
+_WORK_PER_BYTE = 50
+_WORK_FLOOR = 20_000_000
+_WORK_CHECK = 10_000
 T = TypeVar("T")
 
 
@@ -117,23 +124,43 @@ class DbTables:
         self.warnings = warnings  # row-level problems, reported against the DB file
         self.left_out: list[str] = []  # tables that could not be read: the file is only partly read
         try:
-            self.names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            schema = connection.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall()
+            self.names = {name for name, _sql in schema}
+            self._refused = {name: reason for name, sql in schema if (reason := _computed_on_reading(connection, name, sql))}
+            size = connection.execute("PRAGMA page_count").fetchone()[0] * connection.execute("PRAGMA page_size").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise FileProblem(f"is not a readable SQLite database ({exc})") from exc
+        self._work_limit = max(_WORK_FLOOR, _WORK_PER_BYTE * size)
+        self._work = 0
+        connection.set_progress_handler(self._count_work, _WORK_CHECK)
         self._strings: dict[int, str] | None = None
+        self._no_strings_told = False
         self._checked: set[tuple[str, str]] = set()  # (table, column) whose non-numbers were counted
+
+    def _count_work(self) -> int:
+        self._work += _WORK_CHECK
+        return self._work > self._work_limit  # non-zero stops the query
 
     def has(self, table: str) -> bool:
         return table in self.names
 
     def frame(self, query: str) -> pd.DataFrame:
+        for table, reason in self._refused.items():
+            if re.search(rf"\b{re.escape(table)}\b", query, re.IGNORECASE):
+                raise FileProblem(reason)
+        self._work = 0
         try:
             return pd.read_sql_query(query, self.connection)
         except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+            if self._work > self._work_limit:
+                raise FileProblem(f"has a table that takes more work to read than {self._work_limit:,} SQLite steps, "
+                                  "the most a database of its size can need (computed on reading, not stored data)"
+                                  ) from exc
             raise FileProblem(f"has a table that cannot be read ({_first_line(exc)})") from exc
 
     def columns(self, table: str) -> list[str]:
-        return [row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")]
+        # table_xinfo: generated columns too (table_info hides them), so reading one is refused for what it is
+        return [row[1] for row in self.connection.execute(f"PRAGMA table_xinfo({_quoted(table)})") if row[6] != 1]
 
     def select(self, table: str, required: list[str], optional: list[str] | tuple[str, ...] = (),
                numbers: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -161,18 +188,26 @@ class DbTables:
         if not columns:
             return
         self._checked.update((table, c) for c in columns)
-        counts = self.frame("SELECT " + ", ".join(f"SUM({c} IS NOT NULL AND {_number(c, bare=True)} IS NULL)"
-                                                  for c in columns) + f" FROM {table}").iloc[0]
-        for column, bad in zip(columns, counts):
-            if bad:
-                self.warnings.append(f"{int(bad)} non-numeric value(s) in column {column} of table {table} "
+        counts = self.frame("SELECT " + ", ".join(
+            f"SUM({c} IS NOT NULL AND NOT {_is_number(c)}), SUM({_is_number(c)} AND NOT {_is_finite(c)})"
+            for c in columns) + f" FROM {table}").iloc[0].fillna(0).to_numpy().reshape(-1, 2)
+        for column, (text, infinite) in zip(columns, counts):
+            if text:
+                self.warnings.append(f"{int(text)} non-numeric value(s) in column {column} of table {table} "
+                                     "were treated as missing")
+            if infinite:
+                self.warnings.append(f"{int(infinite)} infinite value(s) in column {column} of table {table} "
                                      "were treated as missing")
 
     def text(self, values: pd.Series) -> pd.Series:
         """STRING_IDS ids → text (values already text are kept; unknown ids become missing)."""
         if self._strings is None:
-            self._strings = dict(self.frame("SELECT id, value FROM STRING_IDS").itertuples(index=False)) \
-                if self.has("STRING_IDS") else {}
+            self._strings = {}
+            if self.has("STRING_IDS"):
+                try:
+                    self._strings = dict(self.frame("SELECT id, value FROM STRING_IDS").itertuples(index=False))
+                except FileProblem as exc:
+                    self.left_out.append(f"{exc}: every name read as missing")
         strings = self._strings
         missed = 0
 
@@ -190,9 +225,12 @@ class DbTables:
             return found
 
         resolved = values.astype(object).map(resolve)
-        if missed:
+        if missed and strings:
             where = f" (column {values.name})" if values.name else ""
             self.warnings.append(f"{missed} name id(s){where} are not in STRING_IDS and were read as missing names")
+        elif missed and not self.has("STRING_IDS") and not self._no_strings_told:  # said once, not per column
+            self._no_strings_told = True
+            self.warnings.append("has no STRING_IDS table: the names given as ids in it were read as missing")
         return resolved
 
 
@@ -212,11 +250,38 @@ def _per_table(what: str) -> Callable[[Callable[..., T]], Callable[..., T | None
 
 
 def _number(column: str, bare: bool = False) -> str:
-    """SQL reading ``column`` (``alias.name`` or ``name``) as a number, named ``name`` unless ``bare``: NULL where it
-    holds anything else. Comparing a value with its CAST converts text by numeric affinity, which takes only text that
-    is wholly a number (``' 12 '``, ``'1.5e3'``); CAST alone reads ``'abc'`` as 0 and ``'12abc'`` as 12."""
-    value = f"CASE WHEN {column} = CAST({column} AS NUMERIC) THEN CAST({column} AS NUMERIC) END"
+    """SQL reading ``column`` (``alias.name`` or ``name``) as a finite number, named ``name`` unless ``bare``: NULL
+    where it holds anything else (text that is not a number, a blob, ±inf)."""
+    value = f"CASE WHEN {_is_number(column)} AND {_is_finite(column)} THEN CAST({column} AS NUMERIC) END"
     return value if bare else f"{value} AS {column.rpartition('.')[2]}"
+
+
+def _is_number(column: str) -> str:
+    """SQL: ``column`` holds a number, or text that is wholly one. Comparing a value with its CAST converts text by
+    numeric affinity, which takes only text that is wholly a number (``' 12 '``, ``'1.5e3'``); CAST alone reads
+    ``'abc'`` as 0 and ``'12abc'`` as 12."""
+    return f"({column} = CAST({column} AS NUMERIC))"
+
+
+def _is_finite(column: str) -> str:
+    """SQL: the number in ``column`` is finite (SQLite stores ±inf as REAL; NaN it stores as NULL)."""
+    return f"(abs(CAST({column} AS NUMERIC)) <= 1.7976931348623157e308)"
+
+
+def _computed_on_reading(connection: sqlite3.Connection, table: str, sql: str | None) -> str | None:
+    """Why ``table`` is not read, where its values would be computed on reading rather than stored: a virtual table
+    (a module's code runs per row) or virtual generated columns. A profiler writes neither."""
+    if (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+        return f"table {table} is a virtual table (its rows are computed on reading), not data a profiler writes"
+    computed = [row[1] for row in connection.execute(f"PRAGMA table_xinfo({_quoted(table)})") if row[6] == 2]
+    if computed:
+        return (f"table {table} computes the column(s) {', '.join(computed)} on reading (generated columns), "
+                "not data a profiler writes")
+    return None
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _first_line(exc: Exception) -> str:
@@ -314,6 +379,9 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
         "input_dtypes": db.text(tasks["inputDataTypes"]),
         "block_dim": pd.to_numeric(tasks["block"], errors="coerce").astype("float64"),
     })
+    if nameless := int((tasks["name"].isna() & tasks["opType"].isna()).sum()):
+        db.warnings.append(f"{nameless} compute task(s) in COMPUTE_TASK_INFO have neither a name nor an operator type "
+                           "(NULL ids): counted as kernels without name or type")
     if db.has("TASK_PMU_INFO"):
         pmu = db.select("TASK_PMU_INFO", ["globalTaskId", "name", "value"], numbers=("globalTaskId", "value"))
         if not pmu.empty:

@@ -25,7 +25,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = FIXTURES / "ascend-level1-2ranks"
 SINGLE = FIXTURES / "samples" / "single_rank"
 CLUSTER = FIXTURES / "samples" / "cluster_2ranks"
-BASES = {"real": REAL, "single": SINGLE, "cluster": CLUSTER}  # and "db", "kineto": written by tests/builders.py
+REAL_DB = FIXTURES / "ascend-more" / "db-level1-2ranks"  # the real DB export, as torch_npu typed its columns
+BASES = {"real": REAL, "single": SINGLE, "cluster": CLUSTER, "realdb": REAL_DB}  # and "db", "kineto": written by tests/builders.py
 
 RANK = "localhost_2231054_20251127192733123_ascend_pt"  # the single sample's rank directory
 OUT = f"{RANK}/ASCEND_PROFILER_OUTPUT"
@@ -280,6 +281,9 @@ def _csv_damage() -> list[Case]:
              (skipped(single_line, "has no line break in its first MiB"),), (single_line,)),
         Case("kernel_details.csv/latin1-header", "single", _write(single_line, "Name,Dur\xe9e\n".encode("latin-1")), 3,
              (skipped(single_line, r"header is not UTF-8 text"),), (single_line,)),
+        Case("kernel_details.csv/blank-name-and-type", "single",  # an operator is never called "nan"
+             _edit_csv(single_line, lambda rows: _set_column("Type", "", 2)(_set_column("Name", "", 2)(rows))), 0, (),
+             (single_line,), checks=(_not_in_report('"nan"'),)),
         Case("kernel_details.csv/nul-bytes-in-values", "single", _write(single_line, b"Name,Duration(us)\n\x00\x00,1\n"),
              0, (), (single_line,)),
     ]
@@ -587,6 +591,12 @@ def _packs() -> list[Case]:
     return cases
 
 
+def _not_in_report(text: str) -> Check:
+    def check(stdout: str, _stderr: str, _directory: Path) -> None:
+        assert text not in stdout, f"the report has {text}"
+    return check
+
+
 def _no_file(name: str) -> Check:
     def check(_stdout: str, _stderr: str, directory: Path) -> None:
         assert not (directory / name).exists(), "a YAML tag in a rule pack ran code"
@@ -711,6 +721,8 @@ def _hostile() -> list[Case]:
 DB_RANK = "localhost_2231054_20251127192733120_ascend_pt/ASCEND_PROFILER_OUTPUT"
 PROFILER_DB = f"{DB_RANK}/ascend_pytorch_profiler_0.db"
 ANALYSIS_DB = f"{DB_RANK}/analysis.db"
+REAL_PROFILER_DB = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+REAL_ANALYSIS_DB = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db"
 
 
 def _sql(relative: str, statement: str) -> Callable[[Path], None]:
@@ -798,6 +810,50 @@ def _db_damage() -> list[Case]:
              _sql(PROFILER_DB, "UPDATE META_DATA SET value = '" + "[" * 100_000 + "]" * 100_000 + "'"), 3,
              (r"advisor: warning: read only part of .*ascend_pytorch_profiler_0\.db: table META_DATA: the value of "
               r"'\w+' nests arrays or objects too deeply to be read",), (PROFILER_DB,)),
+        # the real DB export, its values damaged as other writers and hostile files store them
+        Case("realdb/op-type-ids-unresolved", "realdb",
+             _sql(REAL_PROFILER_DB, "DELETE FROM STRING_IDS WHERE id IN (SELECT opType FROM COMPUTE_TASK_INFO)"), 0,
+             (warned(REAL_PROFILER_DB, r"\d+ name id\(s\) \(column opType\) are not in STRING_IDS"),), (REAL_PROFILER_DB,),
+             checks=(_not_in_report("profiling.no_operator_types"),)),  # a Level1 capture: never "not collected (Level0)"
+        Case("realdb/null-ids", "realdb", _sql(REAL_PROFILER_DB, "UPDATE COMPUTE_TASK_INFO SET opType = NULL, name = NULL "
+                                                                 "WHERE rowid % 2 = 0; UPDATE PYTORCH_API SET name = NULL "
+                                                                 "WHERE rowid % 3 = 0"), 0,
+             (warned(REAL_PROFILER_DB, r"\d+ compute task\(s\) in COMPUTE_TASK_INFO have neither a name nor an operator "
+                                       r"type \(NULL ids\)"),), (REAL_PROFILER_DB,),
+             checks=(_not_in_report('"nan"'),)),
+        Case("realdb/infinite-times-and-sizes", "realdb",
+             _sql(REAL_PROFILER_DB, "UPDATE TASK SET startNs = 9e999 WHERE rowid % 5 = 0; "
+                                    "UPDATE COMMUNICATION_OP SET startNs = -9e999 WHERE rowid % 2 = 0; "
+                                    "UPDATE OP_MEMORY SET size = 9e999 WHERE rowid % 3 = 0; "
+                                    "UPDATE CANN_API SET startNs = 9e999 WHERE rowid % 2 = 0; "
+                                    "UPDATE NPU_MODULE_MEM SET totalReserved = 9e999; UPDATE STEP_TIME SET startNs = -9e999"),
+             0, tuple(warned(REAL_PROFILER_DB, rf"\d+ infinite value\(s\) in column {column} of table {table} were treated "
+                             "as missing") for column, table in (("startNs", "TASK"), ("startNs", "COMMUNICATION_OP"),
+                                                                 ("size", "OP_MEMORY"), ("startNs", "STEP_TIME"))),
+             (REAL_PROFILER_DB,)),
+        Case("realdb/blobs-and-garbage-text", "realdb",
+             _sql(REAL_PROFILER_DB, "UPDATE PYTORCH_API SET startNs = x'00ff' WHERE rowid % 3 = 0; "
+                                    "UPDATE PYTORCH_API SET endNs = 'soon' WHERE rowid % 4 = 0; "
+                                    "UPDATE MEMORY_RECORD SET totalReserved = 'lots' WHERE rowid % 2 = 0"),
+             0, (warned(REAL_PROFILER_DB, r"\d+ non-numeric value\(s\) in column startNs of table PYTORCH_API"),
+                 warned(REAL_PROFILER_DB, r"\d+ non-numeric value\(s\) in column totalReserved of table MEMORY_RECORD")),
+             (REAL_PROFILER_DB,)),
+        Case("realdb/analysis-db-infinite", "realdb",
+             _sql(REAL_ANALYSIS_DB, "UPDATE StepTraceTime SET computing = 9e999; UPDATE CommAnalyzerMatrix SET "
+                                    "transit_time = 9e999; UPDATE CommAnalyzerBandwidth SET transit_size = x'00'"),
+             0, (warned(REAL_ANALYSIS_DB, r"1 infinite value\(s\) in column computing of table StepTraceTime"),),
+             (REAL_ANALYSIS_DB,)),
+        Case("realdb/generated-column", "realdb",
+             _sql(REAL_PROFILER_DB, "ALTER TABLE TASK RENAME COLUMN startNs TO s0; ALTER TABLE TASK ADD COLUMN startNs "
+                                    "INTEGER GENERATED ALWAYS AS (s0 + length(hex(zeroblob(100000000))) * 0) VIRTUAL"),
+             3, (r"advisor: warning: read only part of .*ascend_pytorch_profiler_0\.db: table TASK computes the column\(s\) "
+                 r"startNs on reading \(generated columns\), not data a profiler writes",), (REAL_PROFILER_DB,)),
+        Case("realdb/virtual-table", "realdb",
+             _sql(REAL_PROFILER_DB, "ALTER TABLE STRING_IDS RENAME TO S0; CREATE VIRTUAL TABLE STRING_IDS USING "
+                                    "fts5(id, value); INSERT INTO STRING_IDS SELECT id, value FROM S0"),
+             3, (r"advisor: warning: read only part of .*ascend_pytorch_profiler_0\.db: table STRING_IDS is a virtual "
+                 r"table \(its rows are computed on reading\), not data a profiler writes: every name read as missing",),
+             (REAL_PROFILER_DB,)),
         Case("db/hostile-names", "db", _sql(PROFILER_DB, "UPDATE STRING_IDS SET value = '<script>alert(1)</script>' "
                                                          "WHERE value LIKE 'aclnn%' OR value LIKE 'MatMul%'"), 0,
              (), None, args=("-f", "html"), checks=(_escaped("<script>alert(1)</script>", "html"),)),
