@@ -30,26 +30,27 @@ _MAX_FILE_BYTES = 1 << 20
 
 
 class ModelSettings(BaseModel):
-    """Model and parallel settings from ``--context``; every field is optional."""
+    """Model and parallel settings from ``--context``; every field is optional, and bounded well beyond any real job
+    (a batch or a hidden size of 2**20, 2**30 tokens, 10**6 billion parameters) so what follows from them is finite."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    micro_batch_size: int | None = Field(None, ge=1, description="Samples per micro-batch per rank.")
-    global_batch_size: int | None = Field(None, ge=1, description="Samples per optimizer step over all ranks.")
-    sequence_length: int | None = Field(None, ge=1, description="Tokens per sample.")
-    hidden_size: int | None = Field(None, ge=1, description="Model hidden size.")
-    num_layers: int | None = Field(None, ge=1, description="Transformer layers.")
+    micro_batch_size: int | None = Field(None, ge=1, le=1 << 20, description="Samples per micro-batch per rank.")
+    global_batch_size: int | None = Field(None, ge=1, le=1 << 30, description="Samples per optimizer step over all ranks.")
+    sequence_length: int | None = Field(None, ge=1, le=1 << 30, description="Tokens per sample.")
+    hidden_size: int | None = Field(None, ge=1, le=1 << 20, description="Model hidden size.")
+    num_layers: int | None = Field(None, ge=1, le=100_000, description="Transformer layers.")
     dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] | None = Field(
         None, description="Precision of the weights (training: fp32, fp16 or bf16; inference may quantise to fp8, int8 "
                           "or int4).")
-    tensor_parallel: int | None = Field(None, ge=1, description="TP degree.")
-    pipeline_parallel: int | None = Field(None, ge=1, description="PP degree.")
-    data_parallel: int | None = Field(None, ge=1, description="DP degree.")
-    context_parallel: int | None = Field(None, ge=1, description="CP degree.")
-    expert_parallel: int | None = Field(None, ge=1, description="EP degree.")
-    cards_per_node: int | None = Field(None, ge=1, description="NPUs per server.")
-    device_memory_gb: float | None = Field(None, gt=0, description="Memory per device, GB.")
-    parameters_billion: float | None = Field(None, gt=0, description="Model parameters, billions.")
+    tensor_parallel: int | None = Field(None, ge=1, le=1 << 20, description="TP degree.")
+    pipeline_parallel: int | None = Field(None, ge=1, le=1 << 20, description="PP degree.")
+    data_parallel: int | None = Field(None, ge=1, le=1 << 20, description="DP degree.")
+    context_parallel: int | None = Field(None, ge=1, le=1 << 20, description="CP degree.")
+    expert_parallel: int | None = Field(None, ge=1, le=1 << 20, description="EP degree.")
+    cards_per_node: int | None = Field(None, ge=1, le=1024, description="NPUs per server.")
+    device_memory_gb: float | None = Field(None, gt=0, le=1 << 20, allow_inf_nan=False, description="Memory per device, GB.")
+    parameters_billion: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False, description="Model parameters, billions.")
     chip: Literal["Atlas A2", "Atlas A3", "Atlas 300I Duo", "Atlas 800I A2", "Atlas 900 A2", "other"] | None = Field(
         None, description="The NPU generation (the profile's PMU columns cannot tell A2 from A3)."
     )

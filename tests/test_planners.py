@@ -107,3 +107,35 @@ def test_parallel_memory_model():
     assert per_card_gb(10, Layout(2, 1, 4, zero1=True)) == 10 * (4 + 3) / 2
     result = _cli("parallel", "--params-b", "70", "--memory-gb", "64", "--nodes", "4")
     assert result.returncode == 0 and result.stdout.startswith("TP=8 PP=3 DP=1")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("mc2", "--m", "99999999999999999999", "--k", "3072", "--n", "8192", "--matmul-us", "803"), "'--m'"),  # MemoryError
+    (("mc2", "--m", "4096", "--k", "3072", "--n", "8192", "--matmul-us", "nan"), "'nan' is not a finite number"),
+    (("mc2", "--m", "4096", "--k", "3072", "--n", "8192", "--matmul-us", "inf"), "'inf' is not a finite number"),
+    (("mc2", "--m", "4096", "--k", "3072", "--n", "8192", "--matmul-us", "803", "--factor", "1e308"),
+     "1e+308 is not in the range 1 to 10"),  # was 'cannot convert float NaN to integer'
+    (("hccl-buffsize", "--micro-batch", "999999999999", "--seq-len", "8192", "--hidden", "8192"), "'--micro-batch'"),
+    (("parallel", "--params-b", "1e308", "--memory-gb", "64"), "1e+308 is not in the range 1e-06 to 1,000,000"),  # was exit 70
+    (("parallel", "--params-b", "70", "--memory-gb", "inf"), "'inf' is not a finite number"),
+    (("parallel", "--params-b", "70", "--memory-gb", "64", "--nodes", "999999999999"), "'--nodes'"),
+])
+def test_plan_options_have_finite_ranges(args, message):
+    result = _cli(*args)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("mc2", "--m", str(1 << 20), "--k", str(1 << 20), "--n", str(1 << 20), "--matmul-us", "1e9", "--comm-us", "1e9",
+     "--factor", "10", "--ranks", str(1 << 20), "--json"),
+    ("mc2", "--m", "1", "--k", "1", "--n", "1", "--matmul-us", "0.001", "--json"),
+    ("hccl-buffsize", "--micro-batch", str(1 << 20), "--seq-len", str(1 << 30), "--hidden", str(1 << 20), "--dtype", "fp32",
+     "--current", "1", "--communicators", "1024", "--json"),
+    ("parallel", "--params-b", "1000000", "--memory-gb", "0.001", "--nodes", str(1 << 20), "--cards-per-node", "1024",
+     "--activation-gb", str(1 << 20), "--json"),
+])
+def test_plans_at_the_ends_of_the_ranges_are_finite(args):
+    result = _cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert "nan" not in result.stdout.lower() and "inf" not in result.stdout.lower()
+    assert json.loads(result.stdout).get("nodes_needed", 1) != -1  # 'use more nodes (about -1)' when none can fit

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from builders import RankSpec, build_rank
-from conftest import REAL
+from conftest import FIXTURES, REAL, SAMPLE_SINGLE
 from test_cli import advisor as run_cli
 
 import advisor
@@ -53,6 +54,11 @@ def test_bad_env_input_names_the_place(tmp_path, pairs, file_text, message):
         ("batch: 4\n", "batch: Extra inputs are not permitted"),
         ("- 1\n- 2\n", "expected a mapping of model settings"),
         ("a: [1\n", "model.yaml:2: invalid YAML"),
+        ("micro_batch_size: 99999999999999999999999999\n", "micro_batch_size: Input should be less than or equal to 1048576"),
+        ("sequence_length: 9223372036854775808\n", "sequence_length: Input should be less than or equal to 1073741824"),
+        ("device_memory_gb: .nan\n", "device_memory_gb: Input should be a finite number"),
+        ("device_memory_gb: .inf\n", "device_memory_gb: Input should be a finite number"),
+        ("parameters_billion: 1.0e+308\n", "parameters_billion: Input should be less than or equal to 1000000"),
     ],
 )
 def test_bad_context_file_names_the_problem(tmp_path, text, message):
@@ -101,3 +107,29 @@ def test_device_memory_from_context_measures_the_peak_against_capacity(tmp_path)
     assert "memory.near_capacity" in {f.id for f in advisor.diagnose(REAL, context=small).findings}
     large = build_context([], [], tmp_path / "large.yaml")
     assert "memory.near_capacity" not in {f.id for f in advisor.diagnose(REAL, context=large).findings}
+
+
+MOST = {"micro_batch_size": 1 << 20, "global_batch_size": 1 << 30, "sequence_length": 1 << 30, "hidden_size": 1 << 20,
+        "num_layers": 100_000, "dtype": "fp32", "tensor_parallel": 1 << 20, "pipeline_parallel": 1 << 20,
+        "data_parallel": 1 << 20, "context_parallel": 1 << 20, "expert_parallel": 1 << 20, "cards_per_node": 1,
+        "device_memory_gb": float(1 << 20), "parameters_billion": 1e6}
+
+
+@pytest.mark.parametrize("profile", [REAL, FIXTURES / "h200-recorded" / "train_bf16"], ids=["ascend", "gpu"])
+def test_every_setting_at_its_largest_is_diagnosed(tmp_path, profile):
+    """The bounds are what the rules can compute with: at every field's maximum (infinite device memory was exit 70,
+    an OverflowError or a non-finite fact) the diagnosis completes."""
+    (tmp_path / "most.json").write_text(json.dumps(MOST))
+    result = run_cli("diagnose", str(profile), "--context", str(tmp_path / "most.json"), "-f", "json")
+    assert result.returncode == 0, result.stderr
+    model = [f for f in json.loads(result.stdout)["facts"] if f["id"] == "model"]
+    assert model[0]["micro_batch_size"] == 1 << 20 and math.isfinite(model[0]["activation_mb"])
+
+
+def test_an_environment_value_over_1_mib_is_cut_with_a_warning():
+    """A value of tens of MB made the rule engine refuse the fact (its error 314): now its first MiB is kept."""
+    report = advisor.diagnose(SAMPLE_SINGLE.parent, env={"MY_VAR": "a" * (20 << 20), "TASK_QUEUE_ENABLE": "2"})
+    assert "env: the value of MY_VAR is 20,971,520 characters long; only its first 1,048,576 were kept" \
+        in report.coverage.warnings
+    kept = [f for f in report.facts if f["id"] == "environment:MY_VAR"]
+    assert len(kept[0]["value"]) == 1 << 20

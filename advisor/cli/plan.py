@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Optional
 
 import typer
@@ -19,19 +20,42 @@ Examples:
   advisor plan parallel --params-b 70 --memory-gb 64 --nodes 4
 """, no_args_is_help=True)
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
+# Every option is bounded well beyond a real job, so what is computed from it stays finite and small enough to print
+_ROWS = 1 << 20  # a matrix dimension
+_MICROSECONDS = 1e9  # a measured time (over 16 minutes)
+_CARDS = 1 << 20  # ranks, nodes
+
+
+def _shown(bound: float) -> str:
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+def _bounded(low: float, high: float):
+    """A float option's parser: a finite number from ``low`` to ``high`` (click's ranges let nan through)."""
+    def parse(text: str | float) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not a number.") from None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{text!r} is not a finite number.")
+        if not low <= value <= high:
+            raise typer.BadParameter(f"{value:g} is not in the range {_shown(low)} to {_shown(high)}.")
+        return value
+    return parse
 
 
 @command(plan_app, "mc2")
 def plan_mc2_command(
-    m: Annotated[int, typer.Option("--m", metavar="ROWS", help="Rows of the left matrix [M, K].")],
-    k: Annotated[int, typer.Option("--k", metavar="K", help="The shared axis K.")],
-    n: Annotated[int, typer.Option("--n", metavar="COLS", help="Columns of the right matrix [K, N].")],
-    matmul_us: Annotated[float, typer.Option("--matmul-us", metavar="US", help="Measured un-fused MatMul time, µs.")],
-    comm_us: Annotated[Optional[float], typer.Option("--comm-us", metavar="US", help="Measured un-fused AllReduce time, µs.")] = None,
+    m: Annotated[int, typer.Option("--m", metavar="ROWS", min=1, max=_ROWS, help="Rows of the left matrix [M, K].")],
+    k: Annotated[int, typer.Option("--k", metavar="K", min=1, max=_ROWS, help="The shared axis K.")],
+    n: Annotated[int, typer.Option("--n", metavar="COLS", min=1, max=_ROWS, help="Columns of the right matrix [K, N].")],
+    matmul_us: Annotated[float, typer.Option("--matmul-us", metavar="US", parser=_bounded(0.001, _MICROSECONDS), help="Measured un-fused MatMul time, µs.")],
+    comm_us: Annotated[Optional[float], typer.Option("--comm-us", metavar="US", parser=_bounded(0.001, _MICROSECONDS), help="Measured un-fused AllReduce time, µs.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp16, bf16, fp32 or int8.")] = "fp16",
-    ranks: Annotated[int, typer.Option("--ranks", metavar="N", help="Ranks in the communication group.")] = 8,
-    factor: Annotated[float, typer.Option("--factor", metavar="X", help="Contention factor on the short block's times.")] = 1.15,
-    short: Annotated[Optional[int], typer.Option("--short", metavar="ROWS", help="Override the short block length.")] = None,
+    ranks: Annotated[int, typer.Option("--ranks", metavar="N", min=2, max=_CARDS, help="Ranks in the communication group.")] = 8,
+    factor: Annotated[float, typer.Option("--factor", metavar="X", parser=_bounded(1, 10), help="Contention factor on the short block's times.")] = 1.15,
+    short: Annotated[Optional[int], typer.Option("--short", metavar="ROWS", min=1, max=_ROWS, help="Override the short block length.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Tile a MatmulAllReduce along M so MatMul and AllReduce overlap (the tiling procedure of Ascend's MC²
@@ -63,12 +87,12 @@ def plan_mc2_command(
 
 @command(plan_app, "hccl-buffsize")
 def plan_hccl_command(
-    micro_batch: Annotated[int, typer.Option("--micro-batch", metavar="N", help="Samples per micro-batch per card.")],
-    sequence_length: Annotated[int, typer.Option("--seq-len", metavar="N", help="Tokens per sample.")],
-    hidden_size: Annotated[int, typer.Option("--hidden", metavar="N", help="Hidden size.")],
+    micro_batch: Annotated[int, typer.Option("--micro-batch", metavar="N", min=1, max=1 << 20, help="Samples per micro-batch per card.")],
+    sequence_length: Annotated[int, typer.Option("--seq-len", metavar="N", min=1, max=1 << 30, help="Tokens per sample.")],
+    hidden_size: Annotated[int, typer.Option("--hidden", metavar="N", min=1, max=1 << 20, help="Hidden size.")],
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp16, bf16, fp32, fp8 or int8.")] = "bf16",
-    current: Annotated[int, typer.Option("--current", metavar="MB", help="The HCCL_BUFFSIZE in use, MB.")] = 200,
-    communicators: Annotated[Optional[int], typer.Option("--communicators", metavar="N", help="Communication groups per rank.")] = None,
+    current: Annotated[int, typer.Option("--current", metavar="MB", min=1, max=1 << 20, help="The HCCL_BUFFSIZE in use, MB.")] = 200,
+    communicators: Annotated[Optional[int], typer.Option("--communicators", metavar="N", min=1, max=1024, help="Communication groups per rank.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """HCCL_BUFFSIZE from the size of one micro-batch activation.
@@ -92,11 +116,11 @@ def plan_hccl_command(
 
 @command(plan_app, "parallel")
 def plan_parallel_command(
-    params_b: Annotated[float, typer.Option("--params-b", metavar="BILLIONS", help="Model parameters, billions.")],
-    memory_gb: Annotated[float, typer.Option("--memory-gb", metavar="GB", help="Device memory per card, GB.")],
-    cards_per_node: Annotated[int, typer.Option("--cards-per-node", metavar="N", help="NPUs per server.")] = 8,
-    nodes: Annotated[int, typer.Option("--nodes", metavar="N", help="Servers available.")] = 1,
-    activation_gb: Annotated[float, typer.Option("--activation-gb", metavar="GB", help="Activations of one micro-batch without parallelism, GB.")] = 0.0,
+    params_b: Annotated[float, typer.Option("--params-b", metavar="BILLIONS", parser=_bounded(1e-6, 1_000_000), help="Model parameters, billions.")],
+    memory_gb: Annotated[float, typer.Option("--memory-gb", metavar="GB", parser=_bounded(0.001, 1 << 20), help="Device memory per card, GB.")],
+    cards_per_node: Annotated[int, typer.Option("--cards-per-node", metavar="N", min=1, max=1024, help="NPUs per server.")] = 8,
+    nodes: Annotated[int, typer.Option("--nodes", metavar="N", min=1, max=_CARDS, help="Servers available.")] = 1,
+    activation_gb: Annotated[float, typer.Option("--activation-gb", metavar="GB", parser=_bounded(0, 1 << 20), help="Activations of one micro-batch without parallelism, GB.")] = 0.0,
     as_json: JsonOption = False,
 ) -> None:
     """TP, PP, DP, ZeRO-1 and recomputation from model size and hardware: tensor parallelism within a server

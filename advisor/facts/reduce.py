@@ -108,6 +108,7 @@ class ProfileScope:
         self.ranks = ranks
         self.user = user
         self.rank: RankFacts | None = None
+        self.warnings: list[str] = []  # problems of what the user gave (not of a file a rank read)
         self.hardware = next((r.meta.hardware_hint for r in ranks if r.meta.hardware_hint), None)
         self.breakdowns = [r.breakdown for r in ranks if r.breakdown is not None]
         self.ops: dict[int, Columns] = {r.meta.rank: r.ops for r in ranks if r.ops is not None}
@@ -212,6 +213,7 @@ def reduce_facts(profile: Profile, ranks: list[RankFacts], user: UserContext | N
         out.facts.extend(rank.tail)
         out.warnings.extend(rank.warnings)
     out.facts.extend(_run("end", scope))
+    out.warnings.extend(scope.warnings)
     return out
 
 
@@ -789,6 +791,9 @@ def _link_facts(scope: ProfileScope) -> list[Fact]:
     return facts
 
 
+MAX_ENV_VALUE_CHARS = 1 << 20  # no setting is longer; a longer value is cut to this, with a warning
+
+
 def _environment_facts(scope: ProfileScope) -> list[Fact]:
     """ENV_VARIABLES of the first rank that recorded them (the same set on every rank), then the user's, which win."""
     profile, user = scope.profile, scope.user
@@ -802,6 +807,11 @@ def _environment_facts(scope: ProfileScope) -> list[Fact]:
             break
     if user is not None:
         values.update(user.env)
+    for name, (value, source) in values.items():
+        if len(value) > MAX_ENV_VALUE_CHARS:  # the rule engine refuses a fact of tens of MB (its error 314)
+            scope.warnings.append(f"{source}: the value of {name} is {len(value):,} characters long; only its first "
+                                  f"{MAX_ENV_VALUE_CHARS:,} were kept")
+            values[name] = (value[:MAX_ENV_VALUE_CHARS], source)
     return [
         EnvironmentFact(id=f"environment:{name}", sources=[source], name=name, value=value, is_set=bool(value.strip()),
                         number=_number(value))

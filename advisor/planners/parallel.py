@@ -99,12 +99,15 @@ def plan_parallel(
     layout = Layout(tp, pp, dp, dp > 1, True)
     needed = _nodes_needed(params_b, usable, tp, cards_per_node, activation_gb)
     reasons.append(f"even TP={tp}, PP={pp} with recomputation{' and ZeRO-1' if dp > 1 else ''} need {per_card_gb(params_b, layout, activation_gb):.1f} GB "
-                   f"per card of {usable:.1f} GB: use more nodes (about {needed}) or a smaller model")
+                   f"per card of {usable:.1f} GB: " + (f"use more nodes (about {needed}) or a smaller model" if needed else
+                                                       "the activations alone fill a card, so no number of nodes fits: "
+                                                       "use a smaller micro-batch or sequence"))
     return done(layout, ok=False, needed=needed)
 
 
-def _nodes_needed(params_b: float, usable: float, tp: int, cards_per_node: int, activation_gb: float) -> int:
-    """Nodes for a TP×PP layout (PP = nodes) that fits without ZeRO (one replica)."""
+def _nodes_needed(params_b: float, usable: float, tp: int, cards_per_node: int, activation_gb: float) -> int | None:
+    """Nodes for a TP×PP layout (PP = nodes) that fits without ZeRO (one replica); None when none can (the
+    activations alone fill a card)."""
     per_node_states = params_b * BYTES_PER_PARAM / tp
     room = usable - activation_gb / tp * RECOMPUTE_KEEPS
-    return math.ceil(per_node_states / room) if room > 0 else -1
+    return math.ceil(per_node_states / room) if room > 0 else None
