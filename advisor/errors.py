@@ -21,6 +21,7 @@ EXIT_FAIL_ON = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3
 EXIT_NOTHING_DIAGNOSED = 4
+EXIT_UNAVAILABLE = 69  # sysexits' EX_UNAVAILABLE: a service the run was given went away
 EXIT_INTERNAL = 70
 
 
@@ -42,6 +43,12 @@ class NothingToDiagnose(AdvisorError):
 
 class RuleError(AdvisorError):
     """A rule or knowledge file is invalid (schema, unknown fact field, unsupported regex, …)."""
+
+
+class ClusterGone(AdvisorError):
+    """The Dask scheduler or every worker the run was given went away while it ran: no report."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class EngineError(AdvisorError):

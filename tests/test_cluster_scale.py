@@ -201,3 +201,80 @@ def test_the_command_line_takes_the_scheduler_and_the_depth(cluster32, dask_clus
     assert deep_on_dask == json.loads(_json(cluster32, deep="all"))
     refused = runner.invoke(app, ["diagnose", str(cluster32), "--deep", "most"])
     assert refused.exit_code == 2 and "--deep" in refused.output
+
+
+@pytest.fixture()
+def own_cluster(tmp_path):
+    """A Dask scheduler and one worker (no nanny: a killed worker stays dead) as processes of their own, so a test
+    can kill either mid-run; yields (address, scheduler process, worker process)."""
+    import subprocess
+    import time
+
+    dask = str(Path(sys.executable).with_name("dask"))
+    found = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen([dask, "scheduler", "--scheduler-file", str(found), "--port", "0",
+                                  "--dashboard-address", ":0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not found.is_file() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = subprocess.Popen([dask, "worker", "--scheduler-file", str(found), "--no-nanny", "--nthreads", "1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        address = json.loads(found.read_text())["address"]
+        with distributed.Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+        yield address, scheduler, worker
+    finally:
+        for process in (worker, scheduler):
+            if process is not None:
+                process.kill()
+                process.wait()
+
+
+def _kill_once_running(address: str, process) -> None:
+    """Kill ``process`` as soon as the cluster at ``address`` is running one of the run's tasks (from a thread)."""
+    import threading
+    import time
+
+    def watch() -> None:
+        with distributed.Client(address, timeout=30) as client:
+            deadline = time.monotonic() + 60
+            while not any(client.processing().values()) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            process.kill()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def test_a_scheduler_that_dies_mid_run_ends_it_with_one_line_and_no_report(cluster32, own_cluster, tmp_path):
+    """It was exit 70 after distributed's reconnection tracebacks on standard error."""
+    import subprocess
+
+    address, scheduler, _worker = own_cluster
+    run = subprocess.Popen([sys.executable, "-m", "advisor", "diagnose", str(cluster32), "--scheduler", address, "-f",
+                            "json", "-o", str(tmp_path / "out.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    _kill_once_running(address, scheduler)
+    _stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 69, stderr
+    assert stderr.splitlines() == [f"advisor: error: the Dask scheduler at {address} went away during the run; no "
+                                   "report was written (restart the cluster, or run without a scheduler to use the "
+                                   "built-in process pool)"]
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_cluster_left_without_workers_gives_up_after_a_bounded_wait(cluster32, own_cluster, monkeypatch, capfd):
+    import time
+
+    import advisor.distributed as on_dask
+    from advisor.errors import ClusterGone
+
+    monkeypatch.setattr(on_dask, "WORKERLESS_WAIT_S", 3)
+    address, _scheduler, worker = own_cluster
+    _kill_once_running(address, worker)
+    started = time.monotonic()
+    with pytest.raises(ClusterGone, match=rf"the Dask scheduler at {address} has had no workers for 3 s; no report"):
+        diagnose(cluster32, scheduler=address)
+    assert time.monotonic() - started < 60
+    assert "distributed" not in capfd.readouterr().err  # no Dask log lines or tracebacks
