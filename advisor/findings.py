@@ -29,7 +29,7 @@ from statistics import fmean
 from typing import Any
 
 from advisor.budget import Budget, ancestors, holding_children
-from advisor.engine.evaluate import explain_firing
+from advisor.engine.evaluate import explain_firing, facts_by_family
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
 from advisor.facts import BottleneckFact, BreakdownFact, CommunicationFact, Fact, FactSet, IdleFact, OperatorFact
@@ -201,14 +201,6 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
         )
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -ranking_score(f), f.id, f.key or ""))
     return findings
-
-
-def facts_by_family(facts: list[Fact]) -> dict[str, list[Fact]]:
-    """The facts grouped by family."""
-    grouped: dict[str, list[Fact]] = defaultdict(list)
-    for fact in facts:
-        grouped[fact.family].append(fact)
-    return grouped
 
 
 def contradicted_prescriptions(firing: Firing, by_family: dict[str, list[Fact]], book: RuleBook

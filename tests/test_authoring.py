@@ -319,3 +319,58 @@ def test_scaffold_refuses_bad_ids_categories_and_overwrites(tmp_path):
         scaffold("Team One", "io", tmp_path)
     with pytest.raises(InputError, match="unknown category 'disk'"):
         scaffold("team.two", "disk", tmp_path)
+
+
+SELF_NEGATING_RULE = """\
+id: team.unfused_optimizer
+title: {en: Optimizer not fused, zh: 优化器未融合}
+category: fused-optimizer
+severity: medium
+severity_reason: A team rule of thumb.
+description: {en: Many optimizer kernels and no foreach kernels., zh: 优化器 kernel 多且没有 foreach kernel。}
+when:
+  all:
+    - fact: host
+      as: h
+      where: {optimizer_kernels_per_step: {gt: 50}}
+    - not:
+        fact: host
+        where: {optimizer_foreach_kernels_per_step: {gt: 0}}
+then:
+  recommend: [optimizer.fused_optimizer]
+  gain_us: 0
+explain: {en: "{h.optimizer_kernels_per_step} optimizer kernels per step", zh: "每步 {h.optimizer_kernels_per_step} 个优化器 kernel"}
+tests:
+  - name: fires without foreach kernels
+    facts:
+      - {fact: host, rank: 0, steps: 1, compile_calls_per_step: 0, compile_us_per_step: 0, sync_calls_per_step: 0,
+         sync_us_per_step: 0, launch_calls_per_step: 0, gc_calls_per_step: 0, gc_us_per_step: 0,
+         optimizer_us_per_step: 0, sync_batch_norm_calls_per_step: 0, optimizer_kernels_per_step: 58,
+         optimizer_foreach_kernels_per_step: 0}
+    expect: fire
+  - name: quiet when the same rank runs foreach kernels
+    facts:
+      - {fact: host, rank: 0, steps: 1, compile_calls_per_step: 0, compile_us_per_step: 0, sync_calls_per_step: 0,
+         sync_us_per_step: 0, launch_calls_per_step: 0, gc_calls_per_step: 0, gc_us_per_step: 0,
+         optimizer_us_per_step: 0, sync_batch_norm_calls_per_step: 0, optimizer_kernels_per_step: 58,
+         optimizer_foreach_kernels_per_step: 4}
+    expect: quiet
+"""
+
+
+def test_a_rule_that_negates_the_family_it_matches_behaves_as_written(tmp_path):
+    """Issue 32's acceptance: durable-rules fired this rule against its own negation — its quiet case failed, and on
+    the real Level1 capture's rank 0 (58 optimizer kernels, 4 foreach kernels per step) it reported a finding."""
+    from advisor.ruletests import run_rule_tests
+
+    pack = _pack(tmp_path, SELF_NEGATING_RULE, rule_id="team.unfused_optimizer")
+    assert lint([pack]).problems == []
+    book = load_rulebook([pack], installed=False)
+    results = run_rule_tests(book, packs={"pack"})
+    assert [(r.name, r.passed) for r in results] == [("fires without foreach kernels", True),
+                                                      ("quiet when the same rank runs foreach kernels", True)]
+    rank0 = next(FIXTURE.glob("*_ascend_pt"))
+    report = diagnose(rank0, rulebook=book)
+    host = next(f for f in report.facts if f["id"] == "host:r0")
+    assert (host["optimizer_kernels_per_step"], host["optimizer_foreach_kernels_per_step"]) == (58.0, 4.0)
+    assert "team.unfused_optimizer" not in {f.id for f in report.findings}

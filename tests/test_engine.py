@@ -23,7 +23,7 @@ from advisor.engine.regex import UnsupportedRegex, translate
 from advisor.engine.session import RuleEngine
 from advisor.engine.spec import RuleSpec, check_rule
 from advisor.errors import EngineError, RuleError
-from advisor.facts.models import BottleneckFact, BreakdownFact, ContextFact, OperatorFact
+from advisor.facts.models import BottleneckFact, BreakdownFact, ContextFact, HostFact, OperatorFact
 from advisor.rulebook import Rule
 
 _NAMES = itertools.count()
@@ -489,3 +489,43 @@ def test_an_engine_evicted_from_the_cache_still_runs_for_whoever_holds_it():
     assert held._handle is None  # evicted and freed
     assert [f.rule_id for f in held.run(facts)] == expected
     assert held._handle is None
+
+
+SELF_NEGATING = """
+id: team.unfused_optimizer
+title: unfused optimizer
+category: fused-optimizer
+when:
+  all:
+    - {fact: host, as: h, where: {optimizer_kernels_per_step: {gt: 50}}}
+    - not: {fact: host, where: {optimizer_foreach_kernels_per_step: {gt: 0}%s}}
+then: {recommend: [x], gain_us: 0}
+explain: "x"
+"""
+
+
+def _host(rank: int, kernels: float, foreach: float) -> HostFact:
+    return HostFact(id=f"host:r{rank}", rank=rank, steps=1, compile_calls_per_step=0, compile_us_per_step=0,
+                    sync_calls_per_step=0, sync_us_per_step=0, launch_calls_per_step=0, gc_calls_per_step=0,
+                    gc_us_per_step=0, optimizer_us_per_step=0, sync_batch_norm_calls_per_step=0,
+                    optimizer_kernels_per_step=kernels, optimizer_foreach_kernels_per_step=foreach)
+
+
+@pytest.mark.parametrize(("hosts", "fired"), [
+    ([(0, 58, 4)], []),  # the matched fact itself meets the negation: durable-rules fired anyway
+    ([(0, 58, 0)], [0]),
+    ([(0, 58, 0), (1, 84, 4)], []),  # another rank's fact meets it, whichever order they are asserted in
+    ([(0, 58, 0), (1, 84, 0)], [0, 1]),
+])
+def test_a_negation_of_the_family_the_rule_matches_means_no_such_fact_exists(hosts, fired):
+    facts = [_host(*host) for host in hosts]
+    with RuleEngine([_rule(SELF_NEGATING % "")]) as engine:
+        for ordering in (facts, facts[::-1]):
+            assert sorted(f.matched["h"].rank for f in engine.run(ordering)) == fired
+
+
+def test_a_negation_of_the_same_family_on_the_same_rank_is_checked_per_rank():
+    facts = [_host(0, 58, 0), _host(1, 84, 4)]
+    with RuleEngine([_rule(SELF_NEGATING % ", rank: {ref: h.rank}")]) as engine:
+        for ordering in (facts, facts[::-1]):
+            assert [f.matched["h"].rank for f in engine.run(ordering)] == [0]

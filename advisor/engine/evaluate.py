@@ -78,7 +78,7 @@ def explain_firing(spec: RuleSpec, matched: dict[str, Fact], facts: Sequence[Fac
         positive = [c for c in group if isinstance(c, FactCondition)]
         if {c.alias for c in positive} <= matched.keys():
             negated = any(isinstance(c, NotCondition) for c in group)
-            by_family = _by_family(facts) if negated else {}  # only a negation searches the facts
+            by_family = facts_by_family(facts) if negated else {}  # only a negation searches the facts
             results = []
             for condition in group:
                 if isinstance(condition, NotCondition):
@@ -93,9 +93,22 @@ def explain_firing(spec: RuleSpec, matched: dict[str, Fact], facts: Sequence[Fac
     return []
 
 
+def negations_hold(spec: RuleSpec, matched: dict[str, Fact], by_family: dict[str, list[Fact]]) -> bool:
+    """Whether no fact blocks a firing of ``spec`` on ``matched`` under the rule's ``not`` conditions, searched over
+    every fact in ``by_family`` — the matched facts included. durable-rules does not count the fact that triggered a
+    firing, nor one of the same family asserted after it, against a ``not`` on that family, so a rule that matches a
+    family and negates it too would fire against its own negation; the session checks each firing here."""
+    verdicts = [all(_negation(c.not_, matched, by_family).holds for c in group if isinstance(c, NotCondition))
+                for group in spec.when.groups()
+                if {c.alias for c in group if isinstance(c, FactCondition)} == matched.keys()
+                and all(all(check.holds for check in _checks(c, matched[c.alias], matched))
+                        for c in group if isinstance(c, FactCondition))]
+    return any(verdicts) if verdicts else True
+
+
 def explain_rule(spec: RuleSpec, facts: Sequence[Fact]) -> list[GroupResult]:
     """For each alternative: the binding that satisfies the most conditions, and the first condition that fails."""
-    by_family = _by_family(facts)
+    by_family = facts_by_family(facts)
     return [_best_binding(group, by_family) for group in spec.when.groups()]
 
 
@@ -200,7 +213,8 @@ def _failures(result: ConditionResult) -> int:
     return sum(not c.holds for c in result.checks)
 
 
-def _by_family(facts: Sequence[Fact]) -> dict[str, list[Fact]]:
+def facts_by_family(facts: Sequence[Fact]) -> dict[str, list[Fact]]:
+    """The facts grouped by family, in order."""
     grouped: dict[str, list[Fact]] = {}
     for fact in facts:
         grouped.setdefault(fact.family, []).append(fact)

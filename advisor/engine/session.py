@@ -12,6 +12,10 @@
   the families its rule matches positively: the engine does not cancel an activation when a negated
   fact arrives after the fact that triggered it. Rules whose negations contradict each other's order
   are refused.
+* durable-rules does not count the fact that triggered a firing, nor a fact of the same family asserted after it,
+  against the rule's ``not`` on that family: a rule that matches ``host`` and negates ``host`` too would fire against
+  its own negation. Every firing of a rule with a ``not`` is checked again over all the session's facts
+  (``evaluate.negations_hold``), so a negation means "no such fact exists", whichever facts the engine compared.
 * Derived facts asserted by a rule's ``then.assert`` are validated against their model and fed back,
   so rules chain.
 * Every session first asserts a sentinel fact that an internal rule matches, and runs that action to
@@ -34,7 +38,7 @@ from pydantic import ValidationError
 
 from advisor.engine.compile import FAMILY_KEY, compile_rule, deferred_joins
 from advisor.engine.encode import NotEncodable, encode
-from advisor.engine.evaluate import holds
+from advisor.engine.evaluate import facts_by_family, holds, negations_hold
 from advisor.engine.expr import Expression, resolver
 from advisor.engine.spec import NotCondition
 from advisor.errors import EngineError, RuleError
@@ -69,6 +73,8 @@ class RuleEngine:
         """``rules`` are rulebook Rules (spec + compiled expressions)."""
         self._rules = {f"r{i}": rule for i, rule in enumerate(rules)}
         self._joins = {name: deferred_joins(rule.spec) for name, rule in self._rules.items()}
+        self._negating = {name for name, rule in self._rules.items()
+                          if any(isinstance(c, NotCondition) for group in rule.spec.when.groups() for c in group)}
         self._family_order = assertion_order(rules)
         self._handle: int | None = None
         self._definition = ""
@@ -166,6 +172,7 @@ class _Session:
         self.state: int | None = None
         self.firings: list[Firing] = []
         self.derived_count = itertools.count()
+        self._by_family: dict[str, list[Fact]] | None = None  # for checking negations; None after a fact is derived
 
     def open(self) -> None:
         """Create the session and run the sentinel action once (see the module docstring)."""
@@ -219,6 +226,11 @@ class _Session:
         matched = {alias: self.facts[payload["id"]] for alias, payload in bindings.items()}
         if not _joins_hold(self.engine._joins[name], matched):
             return
+        if name in self.engine._negating:  # the engine's 'not' misses facts of a family the rule also matches
+            if self._by_family is None:
+                self._by_family = facts_by_family(list(self.facts.values()))
+            if not negations_hold(rule.spec, matched, self._by_family):
+                return
         firing = Firing(rule_id=rule.id, matched=matched)
         self.firings.append(firing)
         derivation = rule.spec.then.assert_
@@ -226,6 +238,7 @@ class _Session:
             fact = self._derive(rule, derivation.fact, firing)
             firing.derived.append(fact)
             self.facts[fact.id] = fact
+            self._by_family = None
             self.assert_fact(fact)
 
     def _derive(self, rule: Any, family: str, firing: Firing) -> Fact:
