@@ -357,13 +357,13 @@ def _become_worker(parent: int) -> None:
     global _in_worker
     _in_worker = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() != parent:  # the parent died before the parent-death signal was set
         os._exit(1)
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the worker)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
