@@ -205,9 +205,14 @@ class DbTables:
             self._strings = {}
             if self.has("STRING_IDS"):
                 try:
-                    self._strings = dict(self.frame("SELECT id, value FROM STRING_IDS").itertuples(index=False))
+                    strings = self.frame("SELECT id, value FROM STRING_IDS")
                 except FileProblem as exc:
                     self.left_out.append(f"{exc}: every name read as missing")
+                else:
+                    self._strings = dict(strings.itertuples(index=False))
+                    if repeated := int(strings["id"].duplicated().sum()):
+                        self.warnings.append(f"{repeated} id(s) of STRING_IDS appear more than once; the last value "
+                                             "of each was used")
         strings = self._strings
         missed = 0
 

@@ -815,6 +815,12 @@ def _db_damage() -> list[Case]:
              _sql(REAL_PROFILER_DB, "DELETE FROM STRING_IDS WHERE id IN (SELECT opType FROM COMPUTE_TASK_INFO)"), 0,
              (warned(REAL_PROFILER_DB, r"\d+ name id\(s\) \(column opType\) are not in STRING_IDS"),), (REAL_PROFILER_DB,),
              checks=(_not_in_report("profiling.no_operator_types"),)),  # a Level1 capture: never "not collected (Level0)"
+        Case("realdb/duplicate-string-ids", "realdb",
+             _sql(REAL_PROFILER_DB, "ALTER TABLE STRING_IDS RENAME TO S0; CREATE TABLE STRING_IDS(id INTEGER, value TEXT); "
+                                    "INSERT INTO STRING_IDS SELECT id, value FROM S0; INSERT INTO STRING_IDS "
+                                    "SELECT id, value || '_again' FROM S0 WHERE id % 2 = 0"), 0,
+             (warned(REAL_PROFILER_DB, r"\d+ id\(s\) of STRING_IDS appear more than once; the last value of each was "
+                                       "used"),), (REAL_PROFILER_DB,)),
         Case("realdb/null-ids", "realdb", _sql(REAL_PROFILER_DB, "UPDATE COMPUTE_TASK_INFO SET opType = NULL, name = NULL "
                                                                  "WHERE rowid % 2 = 0; UPDATE PYTORCH_API SET name = NULL "
                                                                  "WHERE rowid % 3 = 0"), 0,
