@@ -116,7 +116,7 @@ def _newest_job(found: list[RankDir], path: Path) -> tuple[list[RankDir], list[s
     (e.g. ``advisor diagnose /tmp``, or a job profiled again into the same directory): rank directories whose
     capture times (``{host}_{pid}_{timestamp}_ascend_pt``) lie more than JOB_GAP_S apart are different runs, and
     merging them would diagnose a cluster that never existed. Directories without a timestamp stay with the newest."""
-    timed = sorted((t, str(d.path), d) for d in found if (t := _capture_seconds(d.path)) is not None)
+    timed = sorted((t, str(d.path), d) for d in found if (t := capture_seconds(d.path)) is not None)
     if len(timed) < 2:
         return found, []
     jobs: list[list[RankDir]] = [[timed[0][2]]]
@@ -141,7 +141,7 @@ def _shown_stamp(path: Path) -> str:
     return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[8:10]}:{stamp[10:12]}"
 
 
-def _capture_seconds(path: Path) -> float | None:
+def capture_seconds(path: Path) -> float | None:
     """The capture start in the directory name as seconds (None when the name carries no timestamp)."""
     stamp = _capture_time(path)
     if len(stamp) != 17:

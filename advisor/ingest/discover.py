@@ -2,7 +2,8 @@
 
 A format that ``joins`` (msServiceProfiler's service-level data) is diagnosed on its own when nothing else is found;
 found beside another format's ranks — in the directory given, or anywhere under it — it joins their profile as
-``Layout.service`` instead of being left out."""
+``Layout.service`` instead of being left out. Ranks of separate runs (one subdirectory per run) are never merged: the
+path is refused, naming them (``ingest.runs``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from advisor.errors import InputError
 from advisor.ingest import formats
 from advisor.ingest.model import Layout
 from advisor.ingest.paths import display_path
+from advisor.ingest.runs import refuse_separate_runs
 
 _MAX_DEPTH = 4
 
@@ -51,6 +53,8 @@ def discover(path: Path) -> Layout:
                   "read; diagnose another tree by its own path") if outside else None
     if chosen is None:
         raise InputError(f"{path}: no profiler output found; {_supported()}" + (f" ({unfollowed})" if unfollowed else ""))
+    if not chosen.joins:
+        refuse_separate_runs(found[id(chosen)], path)
     layout = chosen.layout(found[id(chosen)], path, path)
     if unfollowed:
         layout.warnings.append(unfollowed)
