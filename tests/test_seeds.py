@@ -78,7 +78,9 @@ def test_seed_001_matmul_all_reduce_gets_the_seed_tiles(tmp_path):
     assert first.id == "mc2.matmul_all_reduce" and first.prescriptions[0].id == "mc2.matmul_all_reduce"
     assert "{512,896,896,896,896}" in first.explanation
     assert "[4096, 3072] × [3072, 8192], fp16" in first.explanation
-    assert 550 < first.estimated_gain_us < 650  # 1874 µs serial − the planner's ~1283 µs fused
+    # 1874 µs serial − the planner's 1475 µs fused: every block's time × the seed's 1.15 contention factor (the
+    # seed measured 1262 µs; the factor is its safety margin)
+    assert 350 < first.estimated_gain_us < 450
     assert "communication.transfer_bound" not in {f.id for f in report.findings}  # MC2 is the specific fix
 
 

@@ -50,37 +50,57 @@ def plan_mc2_command(
     m: Annotated[int, typer.Option("--m", metavar="ROWS", min=1, max=_ROWS, help="Rows of the left matrix [M, K].")],
     k: Annotated[int, typer.Option("--k", metavar="K", min=1, max=_ROWS, help="The shared axis K.")],
     n: Annotated[int, typer.Option("--n", metavar="COLS", min=1, max=_ROWS, help="Columns of the right matrix [K, N].")],
-    matmul_us: Annotated[float, typer.Option("--matmul-us", metavar="US", parser=_bounded(0.001, _MICROSECONDS), help="Measured un-fused MatMul time, µs.")],
-    comm_us: Annotated[Optional[float], typer.Option("--comm-us", metavar="US", parser=_bounded(0.001, _MICROSECONDS), help="Measured un-fused AllReduce time, µs.")] = None,
+    matmul_us: Annotated[float, typer.Option("--matmul-us", metavar="US", parser=_bounded(0.001, _MICROSECONDS), help="Measured un-fused MatMul time of the whole M, µs: decides the bound (and CostMM, proportional to the rows, without --matmul-point).")],
+    comm_us: Annotated[Optional[float], typer.Option("--comm-us", metavar="US", parser=_bounded(0.001, _MICROSECONDS), help="Measured un-fused AllReduce time of the whole M, µs: decides the bound (and scales the MC² article's curve without --comm-point).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp16, bf16, fp32 or int8.")] = "fp16",
-    ranks: Annotated[int, typer.Option("--ranks", metavar="N", min=2, max=_CARDS, help="Ranks in the communication group.")] = 8,
-    factor: Annotated[float, typer.Option("--factor", metavar="X", parser=_bounded(1, 10), help="Contention factor on the short block's times.")] = 1.15,
+    ranks: Annotated[int, typer.Option("--ranks", metavar="N", min=2, max=_CARDS, help="Ranks in the communication group (TilingData rankDim).")] = 8,
+    factor: Annotated[float, typer.Option("--factor", metavar="X", parser=_bounded(1, 10), help="Contention factor: t0 = CostMM(m0)·X, t1 = CostComm(m0)·X, and every block's times in the predicted fused time.")] = 1.15,
     short: Annotated[Optional[int], typer.Option("--short", metavar="ROWS", min=1, max=_ROWS, help="Override the short block length.")] = None,
+    matmul_point: Annotated[Optional[list[str]], typer.Option("--matmul-point", metavar="ROWS=US", help="A block's measured un-fused MatMul time (repeatable, e.g. 256=50.2 512=100.4 …): CostMM through these points instead of proportional to the rows.")] = None,
+    comm_point: Annotated[Optional[list[str]], typer.Option("--comm-point", metavar="ROWS=US", help="A block's measured un-fused AllReduce time (repeatable, e.g. 256=107.5 512=170.2 …): CostComm through these points instead of the MC² article's fitted curve.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Tile a MatmulAllReduce along M so MatMul and AllReduce overlap (the tiling procedure of Ascend's MC²
-    best-practice guide).
+    best-practice guide), and map the tiles onto its TilingData (rankDim, tileM, tileNum, tailM, tailNum).
+
+    Measured points are joined by straight lines through 0 rows = 0 µs; past the longest measured block the
+    last segment's line continues.
 
     \b
-    Example:
+    Examples:
       advisor plan mc2 --m 4096 --k 3072 --n 8192 --matmul-us 803 --comm-us 1071
+      advisor plan mc2 --m 4096 --k 3072 --n 8192 --matmul-us 803 --comm-point 512=170 --comm-point 1024=279
     """
     with guard(False):
-        from advisor.planners.mc2 import plan_mc2
+        from advisor.planners.mc2 import Point, parse_points, plan_mc2
+
+        def points(texts: list[str] | None, option: str) -> list[Point]:
+            return parse_points(texts or [], option, max_rows=_ROWS, max_us=_MICROSECONDS)
 
         plan = _planned(lambda: plan_mc2(m, k, n, dtype=dtype, ranks=ranks, matmul_us=matmul_us, comm_us=comm_us,
-                                         factor=factor, short=short))
+                                         factor=factor, short=short,
+                                         matmul_points=points(matmul_point, "--matmul-point"),
+                                         comm_points=points(comm_point, "--comm-point")))
         if as_json:
-            _print_json({**_fields(plan), "predicted_gain_us": plan.predicted_gain_us, "predicted_gain_ratio": plan.predicted_gain_ratio})
+            _print_json({**_fields(plan), "tiling": plan.tiling, "predicted_gain_us": plan.predicted_gain_us,
+                         "predicted_gain_ratio": plan.predicted_gain_ratio})
             return
         typer.echo(f"bound: {plan.bound} (MatMul {matmul_us:,.0f} µs, AllReduce {plan.serial_us - matmul_us:,.0f} µs)")
+        typer.echo(f"CostMM: {plan.matmul_curve}")
+        typer.echo(f"CostComm: {plan.comm_curve}")
         typer.echo("short-block candidates: " + ", ".join(f"{k}={v}" for k, v in plan.candidates.items())
-                   + f" → {plan.short_initial}")
-        typer.echo(f"short block: AllReduce {plan.short_comm_us:,.1f} µs, MatMul {plan.short_mm_us:,.1f} µs (×{factor})")
-        typer.echo(f"long block before alignment: {plan.long_exact:,.1f} rows")
+                   + f" → m0 = {'max(a, b, c)' if short is None else '--short'} = {plan.short_initial}")
+        typer.echo(f"short block: t0 = CostMM(m0) × {plan.factor:g} = {plan.short_mm_us:,.1f} µs, "
+                   f"t1 = CostComm(m0) × {plan.factor:g} = {plan.short_comm_us:,.1f} µs")
+        balance = "CostMM(m1) = t1" if plan.bound == "communication" else "CostComm(m1) = t0"
+        typer.echo(f"long block before alignment: {plan.long_exact:,.1f} rows ({balance})")
         typer.echo(f"tiles: {{{', '.join(map(str, plan.tiles))}}}")
+        typer.echo("TilingData: " + ", ".join(f"{name} = {value}" for name, value in plan.tiling.items()))
         typer.echo(f"predicted fused time: {plan.predicted_fused_us:,.0f} µs of {plan.serial_us:,.0f} µs serial "
-                   f"(gain {plan.predicted_gain_us:,.0f} µs, {plan.predicted_gain_ratio:.1%}); measure it, splitting inflates chunks")
+                   f"(gain {plan.predicted_gain_us:,.0f} µs, {plan.predicted_gain_ratio:.1%}) with every block's times "
+                   f"× {plan.factor:g}; measure it, splitting inflates blocks")
+        for warning in plan.warnings:
+            typer.echo(f"warning: {warning}")
         for note in plan.notes:
             typer.echo(f"note: {note}")
 
