@@ -238,6 +238,11 @@ def test_no_prescription_contradicts_the_profile(shipped, name):
         if any("DataLoader(" in action or "DataLoader with" in action for action in prescription.actions):
             # shown only where the host's timeline shows a DataLoader, or records no host events at all (unknown)
             assert any("dataloader" in n.lower() for n in cpu + _ascend_api_names(path)) or not _has_host_timeline(path), where
+    exported: dict[str, set[str]] = {}  # one report never asks for two values of one variable
+    for _finding, prescription in _shown(report):
+        for variable, value in prescription.env.items():
+            exported.setdefault(variable, set()).add(value)
+    assert not {v: values for v, values in exported.items() if len(values) > 1}, f"{name}: clashing exports {exported}"
     for finding in report.findings:
         assert finding.estimated_gain_us is None or finding.estimated_gain_us >= 0.05 or finding.shares_time_with, \
             f"{name}: {finding.id} is listed with a gain of {finding.estimated_gain_us} µs and no other finding took it"
@@ -245,3 +250,20 @@ def test_no_prescription_contradicts_the_profile(shipped, name):
         assert not re.match(r"0(\.0+)? (µs|ms)", shown), f"{name}: {finding.id} shows its gain as {shown!r}"
         if finding.id == "gpu.no_gpu_activity":
             assert not kernels, f"{name}: says there is no GPU activity, but the trace has {len(kernels)} kernels"
+
+
+def test_no_report_asks_for_two_values_of_one_variable(tmp_path):
+    """The every-category job with its context: near capacity and reorganising, it was told both
+    PYTORCH_NPU_ALLOC_CONF=garbage_collection_threshold:0.95 and =expandable_segments:True — two values of one
+    variable, and a pair torch_npu refuses together at start-up."""
+    from builders import EVERY_CATEGORY_CONTEXT, EVERY_CATEGORY_ENV
+
+    from advisor.usercontext import build_context
+
+    (tmp_path / "model.yaml").write_text(EVERY_CATEGORY_CONTEXT)
+    report = diagnose(build_every_category(tmp_path / "every"),
+                      context=build_context(EVERY_CATEGORY_ENV, [], tmp_path / "model.yaml"))
+    exported = [(p.id, variable, value) for _f, p in _shown(report) for variable, value in p.env.items()]
+    alloc = {value for _id, variable, value in exported if variable == "PYTORCH_NPU_ALLOC_CONF"}
+    assert alloc == {"expandable_segments:True"}, exported
+    assert "memory.near_capacity" in {f.id for f in report.findings}  # still told to lower the peak

@@ -38,6 +38,35 @@ def test_every_recommending_rule_and_knowledge_entry_speaks_both_languages():
     assert BOOK.knowledge  # BilingualText makes zh mandatory for every knowledge text
 
 
+def _english_texts(node: object, where: str):
+    """(where, text) of every ``en`` text in a rule or knowledge file's YAML."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "en" and isinstance(value, str):
+                yield where, value
+            else:
+                yield from _english_texts(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _english_texts(value, f"{where}[{index}]")
+
+
+def test_no_english_text_carries_chinese():
+    """memory.free_calls' English explanation ended in a Chinese clause (issue 31)."""
+    import re
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    cjk = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+    files = sorted([*root.glob("rules/*/*.yaml"), *root.glob("knowledge/*/*.yaml")])
+    assert len(files) > 200
+    mixed = [f"{path.relative_to(root)}{where}: {text[:80]!r}" for path in files
+             for where, text in _english_texts(yaml.safe_load(path.read_text(encoding="utf-8")), "")
+             if cjk.search(text)]
+    assert not mixed, mixed
+
+
 def test_a_case_with_a_wrong_field_fails_instead_of_passing_quietly(tmp_path):
     rule = BOOK.rules["operator.dominant_type"]
     broken = rule.spec.model_copy(
