@@ -248,3 +248,14 @@ def test_plans_at_the_ends_of_the_ranges_are_finite(args):
     assert "nan" not in values and "inf" not in values
     assert args[0] != "mc2" or "null" not in values  # orjson writes NaN as null
     assert json.loads(result.stdout).get("nodes_needed", 1) != -1  # 'use more nodes (about -1)' when none can fit
+
+
+@pytest.mark.parametrize(("params_b", "nodes"), [(70, 4), (70, 2), (7, 2), (13, 1), (175, 8), (30, 3)])
+def test_the_data_parallel_reason_matches_the_layout(params_b, nodes):
+    """TP=8 PP=3 DP=1 on 32 cards said 'data parallelism over the remaining cards' while using 24 of them."""
+    plan = plan_parallel(params_b, 64, 8, nodes)
+    layout, cards = plan.layout, 8 * nodes
+    (reason,) = [r for r in plan.reasons if r.startswith(f"DP={layout.dp}:")] or [""]
+    if reason and layout.tp * layout.pp * layout.dp < cards:
+        assert f"use {layout.tp * layout.pp * layout.dp} of the {cards} cards" in reason
+    assert "remaining cards" not in reason or layout.tp * layout.pp * layout.dp == cards

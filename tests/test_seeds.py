@@ -177,3 +177,15 @@ def test_seed_003_pipeline_stage_imbalance(tmp_path):
     assert [(f.key, f.ranks) for f in stages] == [("stage 1 of 2", [2, 3])]
     assert stages[0].prescriptions[0].id == "parallel.rebalance_stages"
     assert stages[0].estimated_gain_us == 2000.0 and "Stage 1 (ranks 2, 3)" in stages[0].explanation
+
+
+def test_seed_003_saves_memory_first_then_spends_it_on_the_batch():
+    """The guide: ZeRO-1 and recomputation first, then a larger batch (parallel.larger_batch told to turn
+    recomputation off)."""
+    from advisor.rulebook import load_rulebook
+
+    actions = [a.en for a in load_rulebook(installed=False).knowledge["parallel.larger_batch"].actions]
+    assert not any("Turn off recomputation" in a for a in actions)
+    zero = next(i for i, a in enumerate(actions) if "ZeRO-1" in a and "recomputation" in a)
+    lower = next(i for i, a in enumerate(actions) if "lower TP or PP" in a)
+    assert zero < lower

@@ -74,7 +74,7 @@ def plan_parallel(
     for tp in tp_choices:
         if fits(Layout(tp, 1, cards // tp)):
             reasons.append(f"TP={tp}: the smallest tensor-parallel size within one node that fits")
-            reasons.append(f"DP={cards // tp}: data parallelism over the remaining cards")
+            reasons.append(_dp_reason(tp, 1, cards // tp, cards))
             return done(Layout(tp, 1, cards // tp))
     tp = tp_choices[-1]
     reasons.append(f"TP={tp}: tensor parallelism at the cards of one node is not enough, and it never crosses nodes")
@@ -82,7 +82,7 @@ def plan_parallel(
         layout = Layout(tp, pp, cards // (tp * pp))
         if fits(layout):
             reasons.append(f"PP={pp}: the fewest pipeline stages across nodes that fit (each stage adds bubbles)")
-            reasons.append(f"DP={layout.dp}: data parallelism over the remaining cards")
+            reasons.append(_dp_reason(tp, pp, layout.dp, cards))
             return done(layout)
     for recompute in (False, True):
         for pp in range(1, nodes + 1):
@@ -103,6 +103,15 @@ def plan_parallel(
                                                        "the activations alone fill a card, so no number of nodes fits: "
                                                        "use a smaller micro-batch or sequence"))
     return done(layout, ok=False, needed=needed)
+
+
+def _dp_reason(tp: int, pp: int, dp: int, cards: int) -> str:
+    """Why DP is what it is: the replicas of TP×PP cards that fit in ``cards``, and the cards left over if any."""
+    used = tp * pp * dp
+    if used == cards:
+        return f"DP={dp}: data parallelism over the remaining cards ({dp} replica(s) of TP×PP = {tp * pp} cards)"
+    return (f"DP={dp}: {dp} replica(s) of TP×PP = {tp * pp} cards use {used} of the {cards} cards; the other "
+            f"{cards - used} stay idle (add a pipeline stage, or give them to another job)")
 
 
 def _nodes_needed(params_b: float, usable: float, tp: int, cards_per_node: int, activation_gb: float) -> int | None:
