@@ -184,3 +184,23 @@ def test_communication_tables_of_a_real_file_type_their_columns_as_pandas_does()
                           "idle_ms": "float64", "start_us": "float64"}
         assert tables.ops["op_name"].tolist() == list(tables.op_columns["op_name"])
         assert str(tables.traffic["size_mb"].dtype) == "float64" and str(tables.traffic["transport"].dtype) == text
+
+
+def test_rdma_traffic_carries_the_traffic_class_and_service_level_the_profiler_recorded(tmp_path):
+    """hccl.rdma_slow advised HCCL_RDMA_TC/HCCL_RDMA_SL without reading what the metadata records (issue 31)."""
+    from advisor.usercontext import build_context
+
+    rank_dir = build_rank(tmp_path, RankSpec(comm_transport="RDMA", comm_transit_share=0.3))
+
+    def rdma(context=None) -> TransportFact:
+        return next(f for f in extract_facts(load_profile(tmp_path), context).of(TransportFact) if f.transport == "RDMA")
+
+    assert (rdma().rdma_tc, rdma().rdma_sl) == (None, None)  # not recorded
+    metadata = rank_dir / "profiler_metadata.json"
+    recorded = json.loads(metadata.read_text())
+    recorded["ENV_VARIABLES"] |= {"HCCL_RDMA_TC": "", "HCCL_RDMA_SL": "3"}
+    metadata.write_text(json.dumps(recorded))
+    fact = rdma()
+    assert (fact.rdma_tc, fact.rdma_sl) == (132, 3)  # unset: HCCL's default
+    assert any("profiler_metadata.json[ENV_VARIABLES]" in s for s in fact.sources)
+    assert rdma(build_context(["HCCL_RDMA_TC=100"], [], None)).rdma_tc == 100  # --env wins

@@ -318,6 +318,11 @@ class TransportFact(Fact):
     )
     mean_op_mb: NonNegative | None = Field(None, description="size_mb_per_step / ops_per_step: what one op moves over "
                                            "this transport on average, MB (None without ops).")
+    rdma_tc: int | None = Field(None, ge=0, le=255, description="RDMA only: the traffic class HCCL marks its packets "
+                                "with — HCCL_RDMA_TC as the profiler recorded it (ENV_VARIABLES; --env wins), 132 (HCCL's "
+                                "default) where recorded unset; None where not recorded.")
+    rdma_sl: int | None = Field(None, ge=0, le=7, description="RDMA only: the service level, HCCL_RDMA_SL likewise "
+                                "(default 4).")
 
 
 class LinkFact(Fact):

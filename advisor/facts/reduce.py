@@ -664,12 +664,13 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     if rank.traffic is None:
         return facts
     bandwidth_source = file_source(profile.shown, meta, "communication", "Communication Bandwidth Info")
+    qos_source = metadata_source(profile.shown, meta, "ENV_VARIABLES")
     for row in cluster.transports.get(meta.rank, []):
         nominal = nominal_bandwidth(hardware, row["transport"])
         facts.append(
             TransportFact(
                 id=f"transport:r{meta.rank}:{row['transport']}",
-                sources=[bandwidth_source],
+                sources=[bandwidth_source, *([qos_source] if row["transport"] == "RDMA" and qos_source else [])],
                 rank=meta.rank,
                 transport=row["transport"],
                 size_mb_per_step=float(row["size_mb_per_step"]),
@@ -680,9 +681,28 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 ops_per_step=float(row["ops_per_step"]),
                 small_op_share=float(row["small_op_share"]),
                 mean_op_mb=float(row["size_mb_per_step"]) / float(row["ops_per_step"]) if row["ops_per_step"] else None,
+                **(_rdma_qos(meta, cluster.user) if row["transport"] == "RDMA" else {}),
             )
         )
     return facts
+
+
+_RDMA_QOS = {"HCCL_RDMA_TC": (132, 255), "HCCL_RDMA_SL": (4, 7)}  # the variables, HCCL's defaults and their ranges
+
+
+def _rdma_qos(meta: RankMeta, user: UserContext | None) -> dict[str, int | None]:
+    """rdma_tc and rdma_sl: what the rank's metadata (or --env) says HCCL marks RDMA packets with — the default where
+    recorded unset, None where not recorded or not a number in range."""
+    recorded = meta.metadata.get("ENV_VARIABLES")
+    values = {name: str(value).strip() for name, value in recorded.items() if name in _RDMA_QOS} \
+        if isinstance(recorded, dict) else {}
+    values |= {name: value.strip() for name, (value, _source) in (user.env.items() if user else ()) if name in _RDMA_QOS}
+    out: dict[str, int | None] = {}
+    for name, (default, most) in _RDMA_QOS.items():
+        text = values.get(name)
+        number = default if text == "" else int(text) if text is not None and text.isdigit() else None
+        out[name.removeprefix("HCCL_").lower()] = number if number is not None and number <= most else None
+    return out
 
 
 # Where the time split of a CommunicationFact timed by the trace's spans comes from (in its sources), and that in words
