@@ -1,9 +1,11 @@
-"""Run the test cases embedded in rule files (``tests:``): facts in, does the rule fire?
+"""Run the test cases embedded in rule files (``tests:``): facts in, does the rule fire — and what does it say?
 
 A case lists facts as ``{fact: family, field: value, …}``. Only the fields a case gives are set, and
 each is validated against the fact catalogue (type and documented range), so a case cannot test a
 fact that the extractors could never produce. Each rule runs alone in its own engine, so a case shows
-exactly what that rule does with those facts.
+exactly what that rule does with those facts. A firing case may give ``finding:`` — the gain, severity, key,
+title and explanation its finding must have — checked against the finding the report would show, in English and
+Chinese.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Annotated, Any
 from pydantic import TypeAdapter, ValidationError
 
 from advisor.engine.evaluate import why_not
-from advisor.engine.session import RuleEngine
+from advisor.engine.session import Firing, RuleEngine
+from advisor.engine.spec import FindingExpectation
 from advisor.errors import EngineError
 from advisor.facts.models import FACT_FAMILIES, Fact
 from advisor.rulebook import Rule, RuleBook
@@ -28,10 +31,11 @@ class CaseResult:
     expect: str
     fired: bool | None
     detail: str
+    mismatches: tuple[str, ...] = ()  # what the finding says that the case's ``finding:`` does not expect
 
     @property
     def passed(self) -> bool:
-        return self.fired is not None and self.fired == (self.expect == "fire")
+        return self.fired is not None and self.fired == (self.expect == "fire") and not self.mismatches
 
 
 def run_rule_tests(book: RuleBook, select: str | None = None, packs: set[str] | None = None) -> list[CaseResult]:
@@ -47,11 +51,13 @@ def run_rule_tests(book: RuleBook, select: str | None = None, packs: set[str] | 
         ]
         if selected:
             with RuleEngine([rule]) as engine:
-                results.extend(run_case(engine, rule, index) for index in selected)
+                results.extend(run_case(engine, rule, index, book) for index in selected)
     return results
 
 
-def run_case(engine: RuleEngine, rule: Rule, index: int) -> CaseResult:
+def run_case(engine: RuleEngine, rule: Rule, index: int, book: RuleBook | None = None) -> CaseResult:
+    """Run case ``index`` of ``rule`` (its ``finding:`` checked against ``book``'s knowledge, the built-in rules'
+    when not given)."""
     case = rule.spec.tests[index]
     try:
         facts = [case_fact(raw, f"case{index}-{n}") for n, raw in enumerate(case.facts)]
@@ -64,7 +70,53 @@ def run_case(engine: RuleEngine, rule: Rule, index: int) -> CaseResult:
     fired = any(f.rule_id == rule.id for f in firings)
     matched = [", ".join(f"{a}={fact.id}" for a, fact in f.matched.items()) for f in firings]
     detail = f"fired {len(firings)} time(s): " + "; ".join(matched) if firings else f"did not fire: {why_not(rule.spec, facts)}"
-    return CaseResult(rule.id, case.name, case.expect, fired, detail)
+    mismatches = _finding_mismatches(case.finding, rule, firings, facts, book) if fired and case.finding else ()
+    if mismatches:
+        detail += "; the finding " + "; ".join(mismatches)
+    return CaseResult(rule.id, case.name, case.expect, fired, detail, mismatches)
+
+
+def _finding_mismatches(expected: FindingExpectation, rule: Rule, firings: list[Firing], facts: list[Fact],
+                        book: RuleBook | None) -> tuple[str, ...]:
+    """How the finding the report would show for these firings differs from the case's ``finding:``."""
+    from advisor.diagnose import default_rulebook
+    from advisor.findings import build_findings
+
+    book = book if book is not None and rule.id in book.rules else default_rulebook()
+    if rule.id not in book.rules:
+        return (f"cannot be built: rule {rule.id} is not in the rule book",)
+    shown = {}
+    for lang in ("en", "zh"):
+        try:
+            findings = [f for f in build_findings(firings, facts, book, lang) if f.id == rule.id]
+        except AttributeError:  # a case gives only some fields; sizing the gain reads others
+            missing = {f"{fact.family}: {', '.join(names)}" for fact in facts
+                       if (names := [n for n, info in type(fact).model_fields.items()
+                                     if info.is_required() and n not in fact.__dict__])}
+            return ("cannot be built from the case's facts: sizing a finding reads every field a real profile's fact "
+                    "has, so give " + "; ".join(sorted(missing)),)
+        if not findings:
+            return ("was not shown: every prescription it recommends is contradicted by the case's facts",)
+        shown[lang] = findings[0]
+    finding, problems = shown["en"], []
+    if expected.gain_us == "unknown":
+        if finding.estimated_gain_us is not None:
+            problems.append(f"has a gain of {finding.estimated_gain_us:,.1f} µs, not 'unknown'")
+    elif expected.gain_us is not None:
+        gain = finding.estimated_gain_us
+        if gain is None or abs(gain - expected.gain_us) > expected.gain_tolerance * abs(expected.gain_us):
+            shown_gain = "no gain" if gain is None else f"a gain of {gain:,.1f} µs"
+            problems.append(f"has {shown_gain}, not {expected.gain_us:,.1f} µs (± {expected.gain_tolerance:.0%})")
+    if expected.severity is not None and finding.severity != expected.severity:
+        problems.append(f"has severity {finding.severity!r}, not {expected.severity!r}")
+    if expected.key is not None and finding.key != expected.key:
+        problems.append(f"has key {finding.key!r}, not {expected.key!r}")
+    for part, checks in (("title", expected.title), ("explanation", expected.explanation)):
+        for lang, check in checks.items():
+            text = getattr(shown[lang], part)
+            if (why := check.failure(text)) is not None:
+                problems.append(f"{part} ({lang}) {why}: {text!r}")
+    return tuple(problems)
 
 
 def case_fact(raw: dict[str, Any], fact_id: str) -> Fact:

@@ -374,3 +374,58 @@ def test_a_rule_that_negates_the_family_it_matches_behaves_as_written(tmp_path):
     host = next(f for f in report.facts if f["id"] == "host:r0")
     assert (host["optimizer_kernels_per_step"], host["optimizer_foreach_kernels_per_step"]) == (58.0, 4.0)
     assert "team.unfused_optimizer" not in {f.id for f in report.findings}
+
+
+FULL_BREAKDOWN = ("{fact: breakdown, scope: rank, rank: 0, steps: 1, step_time_us: 1000.0, compute_us: 600.0, "
+                  "comm_not_overlapped_us: 100.0, free_us: 300.0, free_ratio: 0.3, compute_ratio: 0.6, "
+                  "communication_ratio: 0.1, dominant_overhead: free}")
+
+
+def _with_finding(finding: str) -> str:
+    return (GOOD_RULE.replace("[{fact: breakdown, scope: rank, rank: 0, free_us: 300.0, free_ratio: 0.3}]",
+                              f"[{FULL_BREAKDOWN}]")
+            .replace("    expect: fire\n", f"    expect: fire\n    finding: {finding}\n", 1))
+
+
+@pytest.mark.parametrize(("finding", "mismatch"), [
+    ("{gain_us: 300, severity: high, key: null, explanation: {en: {contains: 'idle 30%'}, zh: {equals: '空闲 30%'}}}",
+     None),
+    ("{gain_us: 1350}", "has a gain of 300.0 µs, not 1,350.0 µs (± 1%)"),  # issue 32: passed when the gain was off
+    ("{gain_us: 310, gain_tolerance: 0.05}", None),
+    ("{gain_us: unknown}", "has a gain of 300.0 µs, not 'unknown'"),
+    ("{severity: low}", "has severity 'high', not 'low'"),
+    ("{key: rank 0}", "has key None, not 'rank 0'"),
+    ("{title: {zh: {contains: 空闲}}, explanation: {en: {equals: 'idle 30% of the step'}}}",
+     "explanation (en) is not 'idle 30% of the step': 'idle 30%'"),
+])
+def test_a_case_checks_the_gain_severity_key_and_texts_of_its_finding(tmp_path, finding, mismatch):
+    from advisor.ruletests import run_rule_tests
+
+    book = load_rulebook([_pack(tmp_path, _with_finding(finding))], installed=False)
+    fired = next(r for r in run_rule_tests(book, packs={"pack"}) if r.expect == "fire")
+    assert fired.passed == (mismatch is None), fired.detail
+    assert mismatch is None or mismatch in fired.detail
+
+
+@pytest.mark.parametrize(("finding", "message"), [
+    ("{gain: 300}", "finding.gain: Extra inputs are not permitted"),
+    ("{title: {en: {contains: a, equals: b}}}", "give exactly one of 'contains' or 'equals'"),
+    ("{severity: urgent}", "finding.severity"),
+])
+def test_a_malformed_finding_expectation_is_a_lint_error(tmp_path, finding, message):
+    problems = lint([_pack(tmp_path, _with_finding(finding))]).problems
+    assert any(message in p for p in problems), problems
+
+
+def test_a_quiet_case_cannot_expect_a_finding(tmp_path):
+    rule = GOOD_RULE.replace("    expect: quiet\n", "    expect: quiet\n    finding: {gain_us: 1}\n")
+    assert any("it needs 'expect: fire'" in p for p in lint([_pack(tmp_path, rule)]).problems)
+
+
+def test_a_case_whose_facts_cannot_size_the_finding_names_the_fields_to_give(tmp_path):
+    from advisor.ruletests import run_rule_tests
+
+    rule = GOOD_RULE.replace("    expect: fire\n", "    expect: fire\n    finding: {gain_us: 300}\n", 1)
+    book = load_rulebook([_pack(tmp_path, rule)], installed=False)
+    fired = next(r for r in run_rule_tests(book, packs={"pack"}) if r.expect == "fire")
+    assert not fired.passed and "so give breakdown: step_time_us, compute_us" in fired.detail

@@ -171,12 +171,54 @@ class Then(_Model):
         return self
 
 
+class TextCheck(_Model):
+    """What a finding's text must hold: ``contains`` a fragment, or ``equals`` the whole text."""
+
+    contains: str | None = Field(None, min_length=1)
+    equals: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "TextCheck":
+        if (self.contains is None) == (self.equals is None):
+            raise ValueError("give exactly one of 'contains' or 'equals'")
+        return self
+
+    def failure(self, text: str) -> str | None:
+        """Why ``text`` fails the check, or None."""
+        if self.contains is not None and self.contains not in text:
+            return f"lacks {self.contains!r}"
+        if self.equals is not None and text != self.equals:
+            return f"is not {self.equals!r}"
+        return None
+
+
+class FindingExpectation(_Model):
+    """What the finding of a firing case must say (each item optional): its gain per step — a number of µs within
+    ``gain_tolerance`` (relative), or ``unknown`` for none — its severity and key, and its title and explanation in
+    each language."""
+
+    gain_us: float | Literal["unknown"] | None = None
+    gain_tolerance: float = Field(0.01, ge=0, le=1)
+    severity: Severity | None = None
+    key: str | None = None
+    title: dict[Literal["en", "zh"], TextCheck] = Field(default_factory=dict)
+    explanation: dict[Literal["en", "zh"], TextCheck] = Field(default_factory=dict)
+
+
 class RuleTestCase(_Model):
-    """An embedded test case: facts (``fact: family`` plus fields) and whether the rule fires."""
+    """An embedded test case: facts (``fact: family`` plus fields), whether the rule fires, and optionally what its
+    finding says."""
 
     name: str
     facts: list[dict[str, Any]] = Field(min_length=1)
     expect: Literal["fire", "quiet"]
+    finding: FindingExpectation | None = None
+
+    @model_validator(mode="after")
+    def _finding_needs_a_firing(self) -> "RuleTestCase":
+        if self.finding is not None and self.expect != "fire":
+            raise ValueError("'finding' checks what a firing says: it needs 'expect: fire'")
+        return self
 
 
 class RuleSpec(_Model):
