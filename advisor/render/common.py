@@ -271,12 +271,18 @@ def fmt_ranks(numbers: list[int]) -> str:
     return ", ".join(parts) or "–"
 
 
+def fmt_steps(numbers: list[int], marked_by: str | None = None) -> str:
+    """How many steps and which (and what marked them): '1 (#50)', '6 (#3–8; ProfilerStep#N markers)'; '–' for none
+    (a step number alone read as a count)."""
+    return f"{len(set(numbers))} (#{fmt_ranks(numbers)}{f'; {marked_by}' if marked_by else ''})" if numbers else "–"
+
+
 def profile_line(report: Report, words: dict[str, str]) -> str:
     """One line on what was profiled: format, ranks, steps, profiler level, hardware and versions, the known ones."""
     info = report.input
     parts = [f"{words['format']}: {info.format}", f"{words['ranks']}: {fmt_ranks(info.ranks)}"]
     if info.steps:
-        parts.append(f"{words['step_ids']}: {fmt_ranks(info.steps)}" + (f" ({info.steps_marked_by})" if info.steps_marked_by else ""))
+        parts.append(f"{words['step_ids']}: {fmt_steps(info.steps, info.steps_marked_by)}")
     if info.format.startswith("ascend") and info.profiler_level:
         parts.append(f"{words['profiler_level']}: {info.profiler_level}")
     if info.hardware:
