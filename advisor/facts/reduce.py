@@ -728,11 +728,12 @@ UNNAMED_GROUPS = frozenset({"", "undefined"})  # torch's group_desc when the gro
 def _communicator_text(group: str, member: Membership | None, cluster: ProfileScope) -> str:
     """A communicator in words for the explanations: its name and size where recorded."""
     known = cluster.known.get(group)
-    named = known is not None and known.name not in UNNAMED_GROUPS
-    name = f" {known.name}" if named else f" {group}" if known is None and group.startswith("…") else ""
+    name = f" {known.name}" if known is not None and known.name not in UNNAMED_GROUPS else ""
+    # a group known only by the end of its hashed id: say what the fragment is, so it can be found in the files
+    hashed = f" (the group whose id ends in {group[1:]})" if not name and known is None and group.startswith("…") else ""
     if member is None:
-        return f"the communicator{name} of unrecorded size"
-    return f"the {member.size}-rank communicator{name}"
+        return f"the communicator{name} of unrecorded size{hashed}"
+    return f"the {member.size}-rank communicator{name}{hashed}"
 
 
 def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
