@@ -15,7 +15,7 @@ import pandas as pd
 from advisor.facts.gpu import analysis_window, draining_copy_calls, gpu_summary
 from advisor.facts.matrix import nvidia_capability
 from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact
-from advisor.facts.platforms import ASCEND_RUNTIME, RuntimeNames, traits
+from advisor.facts.platforms import ASCEND_RUNTIME, QUEUED_LAUNCH_US_CAP, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.columns import records
@@ -50,6 +50,15 @@ def launch_calls(apis: pd.DataFrame, host: pd.DataFrame, names: RuntimeNames) ->
     return calls if len(calls) else host.loc[matching(host["name"], names.queued_launch)]
 
 
+def launch_cost_us(launches: pd.DataFrame, queued: bool) -> float | None:
+    """The host time one launch costs: the launch calls' mean; for the task queue's launches (``queued``) at most
+    QUEUED_LAUNCH_US_CAP, since each spans the operator's whole host path."""
+    if not len(launches):
+        return None
+    mean = float(launches["dur"].mean())
+    return min(mean, QUEUED_LAUNCH_US_CAP) if queued else mean
+
+
 def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, launches: pd.DataFrame,
                  windows: pd.DataFrame, names: RuntimeNames = ASCEND_RUNTIME,
                  blocking_copies: pd.DataFrame | None = None) -> dict[str, float | None]:
@@ -61,11 +70,12 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
     if blocking_copies is not None:
         blocking_copies = blocking_copies.loc[blocking_copies.index.isin(apis.index)]
     program_syncs, item_syncs, copy_syncs, allocator_syncs = sync_calls(apis, host, names, blocking_copies)
-    launches_made = launch_calls(apis, host, names)["dur"]
+    made = launch_calls(apis, host, names)
+    launches_made = made["dur"]
     free_calls = apis.loc[matching(apis["name"], names.free), "dur"]
     gc = host.loc[host["cat"] == "GC", "dur"]
     optimizer = host.loc[matching(host["name"], OPTIMIZER_STEP), "dur"]
-    launch_cost = float(launches_made.mean()) if len(launches_made) else None
+    launch_cost = launch_cost_us(made, queued=not matching(apis["name"], names.launch).any())
     compute = inside(device, windows).loc[lambda d: matching(d["task_type"].fillna(""), names.compute_task)]
     latency = inside(launches, windows, "launch_ts")
     latency = (latency["device_ts"] - latency["launch_ts"]).clip(lower=0)

@@ -31,7 +31,7 @@ from advisor.facts.gpu import DRAIN_WAIT_US, copy_kinds, draining_copy_calls
 from advisor.facts.host import (OPTIMIZER_STEP, ZERO_GRAD, compile_calls, dataloader_calls, launch_calls,
                                  sync_calls)
 from advisor.facts.models import Fact, IdleFact
-from advisor.facts.platforms import traits
+from advisor.facts.platforms import QUEUED_LAUNCH_US_CAP, traits
 from advisor.facts.scope import RankScope, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.kinetosteps import first_start, launch_times, per_window, step_windows
@@ -290,9 +290,12 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     per_launch = platform.host_us_per_launch
     if per_launch is None:
         per_launch = length(intersect(launching_only, _window_set(typical))) / len(launched) if len(launched) else 0.0
+        per_launch = min(per_launch, QUEUED_LAUNCH_US_CAP) if queued else per_launch
     within = {name: value / count for name, value in found.sub.items() if name.startswith("dispatch_in_")}
     per_kernel = per_step["dispatch"] / launches if launches else None
-    explained = min(per_step["dispatch"], max(launches * per_launch, within["dispatch_in_launch_calls"]))
+    # the task queue's launches are the operators' whole host path: only what launching itself costs is explained
+    in_calls = 0.0 if queued else within["dispatch_in_launch_calls"]
+    explained = min(per_step["dispatch"], max(launches * per_launch, in_calls))
     outside_launches = max(per_step["dispatch"] - within["dispatch_in_launch_calls"], 0.0)
     top, top_us = _top_operator(subtract(found.late, task_queue), operators) if operators is not None else (None, None)
     python = rank.kineto.python if rank.kineto is not None else None
