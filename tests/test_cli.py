@@ -68,6 +68,8 @@ def test_fail_on_passes_when_nothing_reaches_the_threshold(tmp_path):
     ("args", "message"),
     [
         (["diagnose", "/no/such/profile"], "/no/such/profile: no such file or directory"),
+        (["diagnose", str(REAL.parent / "ascend-level1-2rank")],  # a typo: the directory beside it is suggested
+         f"ascend-level1-2rank: no such file or directory; did you mean {REAL}?"),
         (["diagnose", str(REAL / "rank0_ascend_pt/profiler_info_0.json")], "profiler_info_0.json: is a file"),
         (["diagnose", str(REAL), "-o", "report.pdf"], "report.pdf: cannot tell the format from the suffix"),
         (["diagnose", str(REAL), "--format", "pdf"], "Invalid value for '--format'"),
@@ -81,6 +83,11 @@ def test_usage_and_input_errors_exit_2_with_one_clear_line(args, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_markdown_is_a_format_name_as_in_the_api():
+    result = advisor("diagnose", str(REAL), "-f", "markdown")
+    assert result.returncode == 0 and result.stdout.startswith("# Performance diagnosis"), result.stderr
 
 
 def test_empty_directory_is_not_a_profile(tmp_path):

@@ -62,6 +62,7 @@ def command(app_: typer.Typer, name: str):  # noqa: ANN201 (typer's decorator)
 class OutputFormat(str, Enum):
     terminal = "terminal"
     md = "md"
+    markdown = "markdown"  # the Python API's name for md: the same format (output.output_targets)
     html = "html"
     json = "json"
 

@@ -142,6 +142,7 @@ def with_progress(what: str, options: RunOptions, work: Callable[[RunOptions], T
 def output_targets(fmt: OutputFormat | None, outputs: list[Path] | None) -> list[tuple[OutputFormat, Path | None]]:
     """(format, file) for each report to write: standard output (None) when no -o is given, else each -o file in
     the format of its suffix (or of --format, for one file)."""
+    fmt = OutputFormat.md if fmt is OutputFormat.markdown else fmt
     if not outputs:
         return [(fmt or OutputFormat.terminal, None)]
     if fmt is not None:

@@ -7,6 +7,7 @@ path is refused, naming them (``ingest.runs``)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 from dataclasses import replace
@@ -30,7 +31,7 @@ def discover(path: Path) -> Layout:
     try:
         status = path.stat()
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file or directory") from None
+        raise InputError(f"{path}: no such file or directory{_did_you_mean(path)}") from None
     except OSError as exc:  # a name too long for the OS, a loop of links, …
         raise InputError(f"{_shown(path)}: cannot be used ({exc.strerror or exc})") from None
     kind = _special_kind(status.st_mode)
@@ -67,6 +68,16 @@ def discover(path: Path) -> Layout:
                                    f"{display_path(others[0], path)}); diagnose them on their own, or compare with "
                                    "advisor compare")
     return layout
+
+
+def _did_you_mean(path: Path) -> str:
+    """'; did you mean …?' with the names beside ``path`` closest to its own (a typo), or nothing."""
+    try:
+        siblings = [entry.name for _, entry in zip(range(10_000), os.scandir(path.parent or "."))]
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, siblings, n=3, cutoff=0.75)
+    return f"; did you mean {' or '.join(str(path.with_name(name)) for name in close)}?" if close else ""
 
 
 def _special_kind(mode: int) -> str | None:
