@@ -189,3 +189,15 @@ def test_seed_003_saves_memory_first_then_spends_it_on_the_batch():
     zero = next(i for i, a in enumerate(actions) if "ZeRO-1" in a and "recomputation" in a)
     lower = next(i for i, a in enumerate(actions) if "lower TP or PP" in a)
     assert zero < lower
+
+
+def test_host_dispatch_advice_cites_the_sources_that_hold_it():
+    """The performance-analysis guide (seed 003) has no dispatch section: TASK_QUEUE_ENABLE, CPU binding, online
+    compilation, synchronisation and graph mode come from torch_npu's and msprof-analyze's documentation, which their
+    entries now cite (they cited the guide). Its data-loading section covers length-grouped batches (static shapes)."""
+    from advisor.rulebook import load_rulebook
+
+    knowledge = load_rulebook(installed=False).knowledge
+    citing_the_guide = {e.id for e in knowledge.values() if e.category == "host-dispatch"
+                        and any(r.seed == "003_83b691473dcb9c76.txt" for r in e.references)}
+    assert citing_the_guide <= {"host.static_shapes"}, citing_the_guide
