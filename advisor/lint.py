@@ -28,7 +28,7 @@ from advisor.rulebook import (
     line_in,
     read_pack,
 )
-from advisor.ruletests import case_fact
+from advisor.engine.spec import case_fact
 from advisor.text import Text
 
 TODO = "TODO"

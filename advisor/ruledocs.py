@@ -18,7 +18,7 @@ from advisor.engine.expr import resolver
 from advisor.engine.session import RuleEngine
 from advisor.knowledge import KnowledgeEntry, Presupposition, public_reference
 from advisor.rulebook import Rule, RuleBook, section_text
-from advisor.ruletests import case_fact
+from advisor.engine.spec import case_fact
 from advisor.text import collapse
 
 INDEX = "README.md"

@@ -10,17 +10,15 @@ Chinese.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
-
+from advisor.diagnose import default_rulebook
 from advisor.engine.evaluate import why_not
 from advisor.engine.session import Firing, RuleEngine
-from advisor.engine.spec import FindingExpectation
+from advisor.engine.spec import FindingExpectation, case_fact
 from advisor.errors import EngineError
-from advisor.facts.models import FACT_FAMILIES, Fact
+from advisor.facts.models import Fact
+from advisor.findings import build_findings
 from advisor.rulebook import Rule, RuleBook
 
 
@@ -79,9 +77,6 @@ def run_case(engine: RuleEngine, rule: Rule, index: int, book: RuleBook | None =
 def _finding_mismatches(expected: FindingExpectation, rule: Rule, firings: list[Firing], facts: list[Fact],
                         book: RuleBook | None) -> tuple[str, ...]:
     """How the finding the report would show for these firings differs from the case's ``finding:``."""
-    from advisor.diagnose import default_rulebook
-    from advisor.findings import build_findings
-
     book = book if book is not None and rule.id in book.rules else default_rulebook()
     if rule.id not in book.rules:
         return (f"cannot be built: rule {rule.id} is not in the rule book",)
@@ -117,25 +112,3 @@ def _finding_mismatches(expected: FindingExpectation, rule: Rule, firings: list[
             if (why := check.failure(text)) is not None:
                 problems.append(f"{part} ({lang}) {why}: {text!r}")
     return tuple(problems)
-
-
-def case_fact(raw: dict[str, Any], fact_id: str) -> Fact:
-    """A fact with only the given fields set, each validated against the catalogue."""
-    values = dict(raw)
-    family = values.pop("fact", None)
-    model = FACT_FAMILIES.get(family) if isinstance(family, str) else None
-    if model is None:
-        raise ValueError(f"each fact needs 'fact: <family>' with a known family ({', '.join(FACT_FAMILIES)})")
-    checked: dict[str, Any] = {}
-    for name, value in values.items():
-        info = model.model_fields.get(name)
-        if info is None or name in ("id", "sources"):
-            raise ValueError(f"{family} has no field {name!r}")
-        adapter = TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation)
-        try:
-            checked[name] = adapter.validate_python(value)
-        except ValidationError as exc:
-            raise ValueError(f"{family}.{name}: {exc.errors()[0]['msg']}") from exc
-        if isinstance(checked[name], float) and not math.isfinite(checked[name]):
-            raise ValueError(f"{family}.{name}: {value!r} is not a finite number (facts never hold NaN or infinity)")
-    return model.model_construct(id=values.get("id", fact_id), sources=["rule test case"], **checked)

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("facts",),
     # match: the rule engine, then rule packs, knowledge and the tools that write and check them
     ("engine",),
-    ("knowledge", "gates", "scaffold", "rulebook", "ruletests", "lint", "ruledocs"),
+    ("knowledge", "gates", "scaffold", "rulebook", "lint", "ruledocs"),
     # show: the renderers (they name the report models in annotations only), then the documents they render,
     # which render themselves in Jupyter
     ("render",),
@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # run: rank the findings, analyse a cluster's ranks, diagnose a profile, compare two, explain a rule
     ("findings", "distributed", "cluster"),
     ("diagnose",),
-    ("compare", "explain"),
+    ("compare", "explain", "ruletests"),
     # entry points
     ("api", "mcp"),
     ("cli", "__main__", "advisor"),

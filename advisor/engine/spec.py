@@ -9,11 +9,12 @@ or can never be true is rejected with a message instead of silently never firing
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from advisor.budget import ROOT_BUCKET, bucket_problem
 from advisor.engine.expr import Expression, ExpressionError, Template, check_format_spec
@@ -462,3 +463,25 @@ def _never_true(op: str, value: float, bounds: tuple[float | None, float | None]
         or (op == "lte" and lo is not None and value < lo)
         or (op == "eq" and ((hi is not None and value > hi) or (lo is not None and value < lo)))
     )
+
+
+def case_fact(raw: dict[str, Any], fact_id: str) -> Fact:
+    """A fact with only the given fields set, each validated against the catalogue."""
+    values = dict(raw)
+    family = values.pop("fact", None)
+    model = FACT_FAMILIES.get(family) if isinstance(family, str) else None
+    if model is None:
+        raise ValueError(f"each fact needs 'fact: <family>' with a known family ({', '.join(FACT_FAMILIES)})")
+    checked: dict[str, Any] = {}
+    for name, value in values.items():
+        info = model.model_fields.get(name)
+        if info is None or name in ("id", "sources"):
+            raise ValueError(f"{family} has no field {name!r}")
+        adapter = TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation)
+        try:
+            checked[name] = adapter.validate_python(value)
+        except ValidationError as exc:
+            raise ValueError(f"{family}.{name}: {exc.errors()[0]['msg']}") from exc
+        if isinstance(checked[name], float) and not math.isfinite(checked[name]):
+            raise ValueError(f"{family}.{name}: {value!r} is not a finite number (facts never hold NaN or infinity)")
+    return model.model_construct(id=values.get("id", fact_id), sources=["rule test case"], **checked)
