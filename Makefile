@@ -16,11 +16,14 @@ GPU_EXAMPLE := examples/gpu-synthetic-2ranks
 
 .PHONY: demo test wheels crosscheck schema docs screenshot corpus clean
 
+# The distribution is ascend-perf-advisor (the command and the module are advisor; PyPI's `advisor` is another
+# project): a venv made before the rename holds this one as `advisor`, which the uninstall takes out.
 $(BIN)/advisor: pyproject.toml $(DURABLE_RULES)/build_wheel.py $(DURABLE_RULES)/durable-rules-2.0.28-py313.patch
 	@test -n "$(PYTHON_EXE)" || { echo "error: no Python interpreter '$(PYTHON)' on PATH or in pyenv's versions" >&2; exit 1; }
 	$(PYTHON_EXE) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python $(DURABLE_RULES)/build_wheel.py --wheel-dir $(WHEELS)
+	$(BIN)/python -m pip uninstall --quiet --yes advisor 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet --find-links $(WHEELS) -e '.[dev]'
 	touch $@
 

@@ -1,4 +1,5 @@
-"""Run rank tasks on Dask (the optional extra ``advisor[dask]``): a LocalCluster, an existing cluster, or a Client.
+"""Run rank tasks on Dask (the optional extra ``ascend-perf-advisor[dask]``): a LocalCluster, an existing cluster, or
+a Client.
 
 Only ``advisor.cluster`` uses this, and only when a scheduler is asked for; without Dask installed nothing here is
 imported. Workers must have the same advisor installed and see the profile at the same path (shared storage);
@@ -34,9 +35,9 @@ class DaskRunner:
         try:
             import distributed
         except ImportError:
-            raise InputError(f"scheduler {scheduler!r}: Dask is not installed; install advisor[dask] "
-                             "(pip install 'advisor[dask]'), or leave the scheduler unset to use the built-in "
-                             "process pool") from None
+            raise InputError(f"scheduler {scheduler!r}: Dask is not installed; install the dask extra "
+                             "(pip install 'ascend-perf-advisor[dask]'), or leave the scheduler unset to use the "
+                             "built-in process pool") from None
         self.cluster = None
         self.owned = True
         if isinstance(scheduler, str) and scheduler == LOCAL:

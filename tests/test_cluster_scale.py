@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-import distributed  # a dev dependency (advisor[dask]): these tests run in CI, never skipped
+import distributed  # a dev dependency (ascend-perf-advisor[dask]): these tests run in CI, never skipped
 import pytest
 from builders import GpuJob, build_cluster, write_gpu_job
 from conftest import REAL

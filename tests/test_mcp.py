@@ -202,7 +202,7 @@ def test_without_the_sdk_the_command_says_what_to_install(monkeypatch):
     from advisor.errors import InputError
 
     monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # as if the SDK were not installed
-    with pytest.raises(InputError, match=r"pip install 'advisor\[mcp\]'"):
+    with pytest.raises(InputError, match=r"pip install 'ascend-perf-advisor\[mcp\]'"):
         advisor.mcp.build_server()
 
 

@@ -1,11 +1,15 @@
-"""A non-editable install works: the wheel carries rules/, knowledge/, reports/ and the report schema."""
+"""A non-editable install works: the wheel carries rules/, knowledge/, reports/ and the report schema, and installs
+by the distribution's name (not `advisor`, which is another project's on PyPI) with the patched engine."""
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
+import re
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -13,6 +17,10 @@ import pytest
 from conftest import SAMPLE_CLUSTER
 
 ROOT = Path(__file__).resolve().parent.parent
+# The distribution's name; the command and the import package are `advisor`. PyPI's `advisor` is an unrelated
+# hyper-parameter tuner (2018): `pip install advisor` must never be what the documentation says.
+DIST = "ascend-perf-advisor"
+WHEELS = ROOT / "build" / "wheels"  # the patched durable-rules wheel (`make`, `make wheels`)
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +31,87 @@ def wheel(tmp_path_factory) -> Path:
         check=True,
         capture_output=True,
     )
-    (built,) = out.glob("advisor-*.whl")
+    (built,) = out.glob(f"{DIST.replace('-', '_')}-*.whl")
     return built
+
+
+def test_the_wheel_is_named_for_the_distribution_not_for_pypis_advisor(wheel):
+    archive = zipfile.ZipFile(wheel)
+    (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    fields = email.parser.HeaderParser().parsestr(archive.read(metadata).decode("utf-8"))
+    assert fields["Name"] == DIST
+    assert {"mcp", "dask"} <= set(fields.get_all("Provides-Extra"))
+    (points,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    assert "advisor = advisor.cli:main" in archive.read(points).decode("utf-8")  # the command keeps its name
+
+
+def _site_without(excluded: re.Pattern, into: Path) -> Path:
+    """This environment's site-packages as links, less the entries matching ``excluded``: a clean venv sees the
+    third-party dependencies through it (no index needed) but neither advisor nor the engine."""
+    into.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not excluded.match(entry.name):
+            (into / entry.name).symlink_to(entry)
+    return into
+
+
+def test_the_wheel_installs_by_its_name_in_a_clean_venv_with_the_patched_engine(wheel, tmp_path):
+    """`pip install --no-index --find-links build/wheels --find-links DIR ascend-perf-advisor`, as the README's
+    users would (the index is left out: the other dependencies come from this environment, seen through a .pth)."""
+    engines = sorted(WHEELS.glob(f"durable_rules-*-cp{sys.version_info[0]}{sys.version_info[1]}-*.whl"))
+    if not engines:
+        pytest.skip(f"no patched durable-rules wheel for this interpreter in {WHEELS} (`make wheels` builds it)")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing but the venv's own site-packages
+    purelib = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  env=env, check=True, capture_output=True, text=True).stdout.strip())
+    # everything but advisor (its package, metadata and editable hook) and durable-rules (to come from WHEELS)
+    others = _site_without(re.compile(r"(advisor|_?ascend_perf_advisor|_editable_impl_|__editable__|durable)",
+                                      re.IGNORECASE), tmp_path / "others")
+    (purelib / "others.pth").write_text(f"{others}\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
+                           "--find-links", str(WHEELS), "--find-links", str(wheel.parent), DIST],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(rf"Successfully installed .*\b{re.escape(DIST)}-", done.stdout), done.stdout
+    assert "durable-rules-2.0.28" in done.stdout or "durable_rules-2.0.28" in done.stdout, done.stdout
+    version = subprocess.run([venv / "bin" / "advisor", "--version"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, check=False)
+    assert version.returncode == 0 and version.stdout.startswith("advisor "), version.stdout + version.stderr
+    code = ("import importlib.metadata as m, advisor, durable_rules_engine;"
+            f"print(m.version({DIST!r}), m.version('durable_rules'), advisor.__file__, durable_rules_engine.__file__)")
+    found = subprocess.run([python, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    dist_version, engine_version, package, engine = found.stdout.split()
+    assert version.stdout.split() == ["advisor", dist_version]
+    assert engine_version == engines[-1].name.split("-")[1]  # the build from WHEELS, not PyPI's
+    assert package.startswith(str(purelib)) and engine.startswith(str(purelib))
+
+
+# Any way of telling users to install the distribution as `advisor`: `pip install advisor`, `-U advisor`,
+# `'advisor[mcp]'`, `advisor==0.1`, ... (`ascend-perf-advisor`, paths and `-e .` are not matched).
+_PIP_ADVISOR = re.compile(r"pip3?\s+install\b[^\n`]*?(?<![\w./-])['\"]?advisor(?:\[[^\]]*\])?(?:[=<>~!]=?[\w.*]+)?"
+                          r"['\"]?(?![\w./-])")
+_WARNING = "installs a different project"  # the README's sentence saying not to
+
+
+def test_no_document_says_pip_install_advisor():
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "bench").rglob("*.md")),
+                 *sorted((ROOT / "third_party").rglob("*.md")), *sorted((ROOT / "advisor").rglob("*.py"))]
+    wrong, warned = [], 0
+    for path in documents:
+        text = path.read_text(encoding="utf-8")
+        for match in _PIP_ADVISOR.finditer(text):
+            if " ".join(text[match.end():match.end() + 40].split()).lstrip("` ").startswith(_WARNING):
+                warned += 1
+                continue
+            line = text.count("\n", 0, match.start()) + 1
+            wrong.append(f"{path.relative_to(ROOT)}:{line}: {match.group(0)}")
+    assert not wrong, f"the distribution is {DIST}; `advisor` on PyPI is another project:\n" + "\n".join(wrong)
+    assert warned == 1  # the README says, once, that `pip install advisor` is a different project
+    assert _PIP_ADVISOR.search("pip install -U advisor") and _PIP_ADVISOR.search("pip install 'advisor[mcp]'")
+    assert not _PIP_ADVISOR.search(f"pip install '{DIST}[mcp]'") and not _PIP_ADVISOR.search("pip install -e .")
 
 
 def test_wheel_ships_the_data_directories(wheel):

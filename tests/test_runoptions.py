@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import distributed  # a dev dependency (advisor[dask]), as in test_cluster_scale
+import distributed  # a dev dependency (ascend-perf-advisor[dask]), as in test_cluster_scale
 import pytest
 from conftest import FIXTURES, REAL
 from typer.testing import CliRunner

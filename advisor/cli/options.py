@@ -144,7 +144,7 @@ SchedulerOption = Annotated[Optional[str], typer.Option(
     "--scheduler", metavar="ADDRESS",
     help="Analyse the ranks on Dask: 'local' (a LocalCluster on this machine) or a scheduler address "
          "(tcp://host:8786) whose workers see PATH (default: $ADVISOR_SCHEDULER, else the built-in process pool; "
-         "needs advisor[dask]).")]
+         "needs ascend-perf-advisor[dask]).")]
 DeepOption = Annotated[Optional[Deep], typer.Option(
     "--deep", metavar="[auto|all]",
     help="auto (the default, or $ADVISOR_DEEP): above 64 ranks, read every rank's cluster-level files and analyse "

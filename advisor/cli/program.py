@@ -50,7 +50,7 @@ def _main(
 
 def mcp_command(debug: DebugOption = False) -> None:
     """Serve the advisor to AI assistants over MCP on stdin/stdout (tools: diagnose, facts, explain, compare,
-    rules_list); needs `pip install 'advisor[mcp]'`. See docs/mcp.md.
+    rules_list); needs `pip install 'ascend-perf-advisor[mcp]'`. See docs/mcp.md.
 
     \b
     Example (register it with an MCP client, e.g. Claude Code):
