@@ -204,3 +204,37 @@ def test_rdma_traffic_carries_the_traffic_class_and_service_level_the_profiler_r
     assert (fact.rdma_tc, fact.rdma_sl) == (132, 3)  # unset: HCCL's default
     assert any("profiler_metadata.json[ENV_VARIABLES]" in s for s in fact.sources)
     assert rdma(build_context(["HCCL_RDMA_TC=100"], [], None)).rdma_tc == 100  # --env wins
+
+
+def test_largest_collective_tensor_and_the_hccl_buffer_it_needs_on_real_captures(tmp_path):
+    """HCCL_BUFFSIZE from the profile (issue 31, item 2): the largest tensor a collective carries, from what it sent.
+    The 2-rank sample records its communicator (parallel_group_info): the 32 MiB all-reduce is exact. The Level1
+    capture does not: its 264 MB all-reduce in a communicator the links show at least 8 ranks of carries 132–151 MB."""
+    from advisor.usercontext import build_context
+
+    sample = next(f for f in extract_facts(load_profile(SAMPLE_CLUSTER)).of(CommunicationFact) if f.kind == "collective")
+    assert sample.largest_tensor_mb == pytest.approx(2**25 / 1e6)
+    assert (sample.largest_tensor_buffsize_mb, sample.hccl_buffsize_mb, sample.largest_tensor_rounds) == (32, 200, 1)
+    assert sample.largest_tensor_op == "hcom_allReduce__612_0_1, an all-reduce that sent 34 MB"
+
+    def level1(context=None) -> CommunicationFact:
+        return next(f for f in extract_facts(load_profile(REAL), context).of(CommunicationFact) if f.kind == "collective")
+
+    fact = level1()
+    assert fact.largest_tensor_mb == pytest.approx(264.241152 / 2, rel=1e-3)
+    assert fact.largest_tensor_buffsize_mb == 144  # 264.24 × 8/14 MB in MiB, rounded up: holds it at any size
+    assert "a tensor of 132 to 151 MB: its communicator's size is not recorded" in fact.largest_tensor_op
+    assert fact.largest_tensor_rounds == 1
+    small = level1(build_context(["HCCL_BUFFSIZE=100"], [], None))
+    assert (small.hccl_buffsize_mb, small.largest_tensor_rounds) == (100, 2)
+
+
+def test_hccl_buffsize_is_raised_for_a_split_tensor_and_lowered_on_a_full_device():
+    def rules_fired(root, **settings) -> set[str]:
+        return {f.id for f in advisor.diagnose(root, **settings).findings}
+
+    assert "hccl.buffsize_exceeded" not in rules_fired(REAL)  # 132–151 MB fits the default 200
+    assert "hccl.buffsize_exceeded" in rules_fired(REAL, env={"HCCL_BUFFSIZE": "100"})
+    # the sample peaks at 11.9 GB of a 12.5 GB device, 1.2 GB of it HCCL's, for a 32 MiB largest tensor
+    assert "hccl.buffsize_lower" in rules_fired(SAMPLE_CLUSTER, context={"device_memory_gb": 12.5})
+    assert "hccl.buffsize_lower" not in rules_fired(SAMPLE_CLUSTER)

@@ -342,6 +342,49 @@ def memberships_of(groups: dict[str, tuple[int, ...]],
     return found_groups
 
 
+COLLECTIVES = {"allreduce": "all_reduce", "reducescatter": "reduce_scatter", "allgather": "all_gather",
+               "alltoall": "all_to_all"}
+
+
+def collective_of(op_type: str) -> str | None:
+    """all_reduce, reduce_scatter, all_gather or all_to_all from an op's type or name (hcom_allReduce__586_2_1), or None."""
+    key = re.sub(r"[^a-z]", "", op_type.lower())
+    return next((value for word, value in COLLECTIVES.items() if word in key), None)
+
+
+def tensor_mb(collective: str, transit_mb: float, ranks: int | None) -> tuple[float, float]:
+    """The range of the tensor a collective carries (MB) given the data one rank sent: a ring or mesh AllReduce over
+    n ranks sends 2(n − 1)/n of it; ReduceScatter, AllGather and AllToAll (n − 1)/n of the full tensor (their input,
+    output and input); unknown n spans n = 2 … ∞."""
+    if ranks is not None and ranks >= 2:
+        full = transit_mb * ranks / (ranks - 1)
+        value = full / 2 if collective == "all_reduce" else full
+        return value, value
+    return (transit_mb / 2, transit_mb) if collective == "all_reduce" else (transit_mb, 2 * transit_mb)
+
+
+def largest_tensor(ops: pd.DataFrame, traffic: pd.DataFrame, sizes: dict[str, tuple[int, bool]]) -> dict[str, object] | None:
+    """One rank's collective op carrying the largest tensor — what HCCL must stage in its HCCL_BUFFSIZE buffer — as
+    ``op`` (name), ``collective``, ``sent_mb`` (what it sent, communication.json Bandwidth Info) and the least and
+    the most its tensor can be, ``low_mb`` and ``high_mb``, from its communicator's size in ``sizes`` (group → (size,
+    exact)): one value where exact (parallel_group_info), else n from that size (the least the links show) to ∞.
+    None without a collective of a known kind that sent data."""
+    sent = op_traffic(ops, traffic)
+    sent = sent.assign(collective=sent["op_name"].astype(str).map(collective_of)).dropna(subset=["collective"])
+    sent = sent.loc[sent["transit_mb"] > 0]
+    if sent.empty:
+        return None
+    ranges = []
+    for kind, transit, group in zip(sent["collective"], sent["transit_mb"], sent["group"]):
+        size, exact = sizes.get(str(group), (None, False))
+        least = tensor_mb(kind, transit, size if exact else None)[0]
+        ranges.append((least, tensor_mb(kind, transit, size)[1]))
+    best = int(np.argmax([low for low, _ in ranges]))
+    row = sent.iloc[best]
+    return {"op": str(row["op_name"]), "collective": str(row["collective"]), "sent_mb": float(row["transit_mb"]),
+            "low_mb": float(ranges[best][0]), "high_mb": float(max(ranges[best]))}
+
+
 def op_traffic(ops: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     """Per collective op (step, op_name, group): the MB it sent over the links (transit_mb), SDMA left out where the
     file splits it into HCCS/PCIE/SIO (it is their sum), and 0 for an op without Bandwidth Info."""

@@ -293,6 +293,22 @@ class CommunicationFact(Fact):
         None, description="For the explanations: who had arrived when the wait for members outside the profile began "
         "and for whom they wait, e.g. 'the 2 profiled members of the 8-rank communicator had arrived: they wait "
         "together, at the same time, for members that were not profiled (local ranks 2–7)'.")
+    largest_tensor_mb: NonNegative | None = Field(
+        None, description="Collectives only: the largest tensor one op of this rank carries, MB (10^6 bytes), from the "
+        "data it sent (communication.json Bandwidth Info) and its kind — exact where parallel_group_info records its "
+        "communicator's size, else the least it can be. HCCL stages it in a buffer of HCCL_BUFFSIZE MiB (200 by "
+        "default) and splits what does not fit into rounds; None without Bandwidth Info.")
+    largest_tensor_op: str | None = Field(None, description="That op in words, e.g. 'hcom_allReduce__586_2_1, an "
+                                          "all-reduce that sent 264 MB (a tensor of 132 to 151 MB: its communicator's size is not recorded)'.")
+    largest_tensor_buffsize_mb: int | None = Field(None, ge=1, description="The HCCL_BUFFSIZE that surely holds that "
+                                                   "tensor: the most it can be, in MiB, rounded up.")
+    hccl_buffsize_mb: int | None = Field(None, ge=1, description="The HCCL_BUFFSIZE in force, MiB: as given with --env "
+                                         "(or recorded in ENV_VARIABLES), else HCCL's default 200 — assumed: the profiler "
+                                         "does not record it (None without Bandwidth Info).")
+    largest_tensor_rounds: int | None = Field(None, ge=1, description="Rounds HCCL splits the largest tensor into at "
+                                              "least: ⌈largest_tensor_mb × 10^6 / (hccl_buffsize_mb × 2^20)⌉ (1: it fits).")
+    largest_tensor_buffer_share: NonNegative | None = Field(None, description="The most that tensor can be / the buffer "
+                                                            "(above 1 it may not fit; well below 1 the buffer is larger than any collective needs).")
     p2p_us: Duration = Field(0.0, description="Time per step of this rank's P2P ops (send, receive, batchSendRecv: the pipeline's transfers, "
                              "reported as its bubble by the stage facts), µs: the part of the exposed communication the collectives do not explain.")
 

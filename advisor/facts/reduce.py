@@ -15,6 +15,7 @@ extractor takes the ProfileScope (for a ``rank`` family, with ``rank`` set to th
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -46,6 +47,7 @@ from advisor.facts.cluster import (
 from advisor.facts.communication import (
     Membership,
     communication_summary,
+    largest_tensor,
     link_summary,
     median_ratios,
     memberships_of,
@@ -81,7 +83,7 @@ from advisor.facts.steps import mean_step, times
 from advisor.ingest.gpu import match_nccl
 from advisor.ingest.groups import Group, groups_by_hash
 from advisor.ingest.model import Profile
-from advisor.planners.hccl import DTYPE_BYTES, buffsize_mb
+from advisor.planners.hccl import DEFAULT_MB as HCCL_DEFAULT_BUFFSIZE_MB, DTYPE_BYTES, buffsize_mb
 from advisor.planners.mc2 import plan_mc2
 from advisor.planners.parallel import plan_parallel
 from advisor.usercontext import UserContext
@@ -634,6 +636,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     member = members.get(group) if group is not None else None
     outside_ms = float(np.where(np.isnan(waited), 0.0, waited).sum())  # as pandas sums a column
     p2p_us = sum(row["elapse_us"] for row in cluster.summaries.get(meta.rank, []) if row["kind"] == "p2p")
+    largest = _largest_tensor(rank, members, cluster.user)
     for row in cluster.summaries.get(meta.rank, []):
         collective = row["kind"] == "collective" and group is not None
         outside_us = outside_ms * 1000 / step_count if row["kind"] == "collective" else 0.0
@@ -659,6 +662,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 outside_wait_per_op_us=outside_us / row["ops_per_step"] if row["ops_per_step"] > 0 else 0.0,
                 **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
                 p2p_us=p2p_us,
+                **(largest if row["kind"] == "collective" else {}),
             )
         )
     if rank.traffic is None:
@@ -687,16 +691,48 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     return facts
 
 
+_COLLECTIVE_WORDS = {"all_reduce": "an all-reduce", "reduce_scatter": "a reduce-scatter", "all_gather": "an all-gather",
+                     "all_to_all": "an all-to-all"}
+
+
+def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserContext | None) -> dict[str, object]:
+    """The largest_tensor_* and hccl_buffsize_mb fields of a rank's collective CommunicationFact (``largest_tensor``);
+    empty without Bandwidth Info."""
+    if rank.ops is None or rank.traffic is None:
+        return {}
+    sizes = {group: (m.size, m.global_ranks is not None) for group, m in members.items()}
+    found = largest_tensor(pd.DataFrame(rank.ops), pd.DataFrame(rank.traffic), sizes)
+    if found is None:
+        return {}
+    low, high = found["low_mb"], found["high_mb"]
+    what = f"{found['op']}, {_COLLECTIVE_WORDS[found['collective']]} that sent {found['sent_mb']:,.0f} MB"
+    if high > low:
+        what += f" (a tensor of {low:,.0f} to {high:,.0f} MB: its communicator's size is not recorded)"
+    text = _env_values(rank.meta, user, ("HCCL_BUFFSIZE",)).get("HCCL_BUFFSIZE", "")
+    buffsize = int(text) if text.isdigit() and int(text) >= 1 else HCCL_DEFAULT_BUFFSIZE_MB
+    return {"largest_tensor_mb": low, "largest_tensor_op": what,
+            "largest_tensor_buffsize_mb": max(math.ceil(high * 1e6 / 2**20), 1),
+            "hccl_buffsize_mb": buffsize,
+            "largest_tensor_rounds": max(math.ceil(low * 1e6 / (buffsize * 2**20)), 1),
+            "largest_tensor_buffer_share": high * 1e6 / (buffsize * 2**20)}
+
+
+def _env_values(meta: RankMeta, user: UserContext | None, names: object) -> dict[str, str]:
+    """The values of the variables ``names`` as the rank's profiler recorded them (ENV_VARIABLES), --env winning;
+    stripped, '' where recorded unset, absent where neither says."""
+    recorded = meta.metadata.get("ENV_VARIABLES")
+    values = {name: str(value).strip() for name, value in recorded.items() if name in names} \
+        if isinstance(recorded, dict) else {}
+    return values | {name: value.strip() for name, (value, _source) in (user.env.items() if user else ()) if name in names}
+
+
 _RDMA_QOS = {"HCCL_RDMA_TC": (132, 255), "HCCL_RDMA_SL": (4, 7)}  # the variables, HCCL's defaults and their ranges
 
 
 def _rdma_qos(meta: RankMeta, user: UserContext | None) -> dict[str, int | None]:
     """rdma_tc and rdma_sl: what the rank's metadata (or --env) says HCCL marks RDMA packets with — the default where
     recorded unset, None where not recorded or not a number in range."""
-    recorded = meta.metadata.get("ENV_VARIABLES")
-    values = {name: str(value).strip() for name, value in recorded.items() if name in _RDMA_QOS} \
-        if isinstance(recorded, dict) else {}
-    values |= {name: value.strip() for name, (value, _source) in (user.env.items() if user else ()) if name in _RDMA_QOS}
+    values = _env_values(meta, user, _RDMA_QOS)
     out: dict[str, int | None] = {}
     for name, (default, most) in _RDMA_QOS.items():
         text = values.get(name)

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from advisor.facts.communication import op_traffic
+from advisor.facts.communication import collective_of, op_traffic, tensor_mb
 from advisor.facts.models import ChainFact, ContentionFact, Fact, SequenceFact
 from advisor.facts.operators import COMMUNICATION_CORES, distinct_steps, in_steps
 from advisor.facts.platforms import traits
@@ -23,7 +23,6 @@ from advisor.names import matching
 
 MAX_PAIRS = 150
 MATMUL = re.compile(r"^(MatMul|BatchMatMul)", re.IGNORECASE)
-COLLECTIVES = {"allreduce": "all_reduce", "reducescatter": "reduce_scatter", "allgather": "all_gather"}
 _DTYPES = {"FLOAT16": "fp16", "DT_FLOAT16": "fp16", "BF16": "bf16", "DT_BF16": "bf16", "BFLOAT16": "bf16",
            "FLOAT": "fp32", "FLOAT32": "fp32", "DT_FLOAT": "fp32", "INT8": "int8", "DT_INT8": "int8"}
 
@@ -45,7 +44,7 @@ def device_timeline(kernels: pd.DataFrame) -> pd.DataFrame:
             "name": name.astype(str),
             "type": op_type.astype(str),
             "is_comm": is_comm,
-            "collective": [_collective(t) if c else None for t, c in zip(op_type.astype(str).tolist(), is_comm.tolist())],
+            "collective": [collective_of(t) if c else None for t, c in zip(op_type.astype(str).tolist(), is_comm.tolist())],
             "start_us": rows["start_us"],
             "duration_us": rows["duration_us"],
             "shapes": rows["input_shapes"] if "input_shapes" in rows else pd.NA,
@@ -202,13 +201,8 @@ def _tensor_parallel(name: str | None) -> bool:
 
 
 def _payload(pattern: str, transit_mb: float, ranks: int | None) -> tuple[float, float]:
-    """The range of the tensor a collective carries (MB) given the data it sent: a ring or mesh AllReduce over n ranks
-    sends 2(n − 1)/n of it, ReduceScatter and AllGather (n − 1)/n of the full tensor; unknown n spans n = 2 … ∞."""
-    if ranks is not None and ranks >= 2:
-        full = transit_mb * ranks / (ranks - 1)
-        value = full / 2 if pattern == "matmul_all_reduce" else full
-        return value, value
-    return (transit_mb / 2, transit_mb) if pattern == "matmul_all_reduce" else (transit_mb, 2 * transit_mb)
+    """The range of the tensor an MC2 pattern's collective carries (``tensor_mb``), MB."""
+    return tensor_mb(pattern.removeprefix("matmul_").removesuffix("_matmul"), transit_mb, ranks)
 
 
 def _carries(pattern: str, matmul_mb: float, transit_mb: float, ranks: int | None, slack: float = 1.25) -> bool:
@@ -217,11 +211,6 @@ def _carries(pattern: str, matmul_mb: float, transit_mb: float, ranks: int | Non
         return False
     low, high = _payload(pattern, transit_mb, ranks)
     return low / slack <= matmul_mb <= high * slack
-
-
-def _collective(op_type: str) -> str | None:
-    key = re.sub(r"[^a-z]", "", op_type.lower())
-    return next((value for word, value in COLLECTIVES.items() if word in key), None)
 
 
 def _matmul_dims(shapes: str) -> tuple[int | None, int | None, int | None]:
