@@ -79,6 +79,7 @@ class RankSpec:
     comm_time_info_without_transit: bool = False
     # memory_record.csv: how often Total Reserved drops inside each step; the allocator config recorded
     reserved_drops_per_step: int = 0
+    reserved_mb: float = 6144.0  # Total Reserved beside 4096 MB allocated (6144: a third unused, fragmentation)
     alloc_conf: str = ""
     # trace_view.json: host activity injected into every step
     compiles_per_step: int = 0
@@ -258,7 +259,7 @@ def _matrix(spec: RankSpec) -> dict:
 
 
 def _memory_record(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
-    """An APP sample, then PTA/PTA+GE rows: 4 GB allocated, 6 GB reserved, with the requested drops per step."""
+    """An APP sample, then PTA/PTA+GE rows: 4 GB allocated, ``reserved_mb`` reserved, with the requested drops per step."""
     header = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)", "Stream Ptr",
               "Device Type"]
     tab = "\t" if spec.trailing_tab else ""
@@ -267,10 +268,10 @@ def _memory_record(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
     steps = sorted({k.step for k in spec.kernels if k.step is not None})
     for step in steps:
         start = BASE_US + step * STEP_SPACING_US
-        samples = [(start + 100.0, 4096.0, 6144.0)]
+        samples = [(start + 100.0, 4096.0, spec.reserved_mb)]
         for drop in range(spec.reserved_drops_per_step):
             at = start + 200.0 + drop * 1000.0
-            samples += [(at, 3000.0, 5120.0), (at + 500.0, 4096.0, 6144.0)]
+            samples += [(at, 3000.0, spec.reserved_mb - 1024.0), (at + 500.0, 4096.0, spec.reserved_mb)]
         for time, allocated, reserved in samples:
             for component in ("PTA", "PTA+GE"):
                 rows.append([component, f"{time:.3f}{tab}", allocated, reserved, allocated, 2, device])

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 from builders import RankSpec, build_rank
-from conftest import REAL, SAMPLE_SINGLE
+from conftest import FIXTURES, REAL, SAMPLE_SINGLE
 
 import advisor
 from advisor.facts import AllocationFact, EnvironmentFact, MemoryFact, extract_facts
@@ -41,6 +41,36 @@ def test_top_allocators_sum_operator_memory():
     assert len(facts) == 10
 
 
+def test_memory_fraction_and_gc_threshold_are_reached_without_the_device_capacity(tmp_path):
+    """Issue 31, item 4: reorganisations and free calls say the allocator hit its ceiling; the memory fraction and
+    gc threshold follow as the alternative to expandable segments, without --context device_memory_gb, and export
+    nothing that clashes with them."""
+    build_rank(tmp_path / "a", RankSpec(reserved_drops_per_step=2, reserved_mb=4600.0, free_us=15000.0))
+    report = advisor.diagnose(tmp_path / "a")
+    for rule in ("memory.allocator_reorganisation", "memory.free_calls"):
+        finding = next(f for f in report.findings if f.id == rule)
+        gc = next(p for p in finding.prescriptions if p.id == "memory.gc_threshold")
+        assert gc.env == {} and "alternative to them, never an addition" in gc.actions[1]
+        assert "set_per_process_memory_fraction(0.95)" in gc.actions[0]
+    build_rank(tmp_path / "b", RankSpec(free_us=15000.0, reserved_mb=4600.0, alloc_conf="expandable_segments:True"))
+    finding = next(f for f in advisor.diagnose(tmp_path / "b").findings if f.id == "memory.free_calls")
+    assert "memory.gc_threshold" not in {p.id for p in finding.prescriptions}  # torch_npu refuses it beside them
+
+
+@pytest.mark.parametrize(("root", "trials"), [(REAL / "rank0_ascend_pt", "144, 64, 52, 49"),
+                                              (FIXTURES / "ascend-more" / "server-rank0", "80")])
+def test_split_sizes_to_try_are_the_largest_single_allocations_above_20_mb(root, trials):
+    """memory.max_split_size gives values (issue 31, item 4): the guide's procedure — the largest allocations, from
+    large to small — over operator_memory.csv; the allocator refuses 20 MB or less (server-rank0 also allocates 1 MB)."""
+    (memory,) = extract_facts(load_profile(root)).of(MemoryFact)
+    sizes = [float(r["Size(KB)"]) / 1024 for r in _rows(next(root.rglob("operator_memory.csv"))) if float(r["Size(KB)"]) > 0]
+    assert memory.largest_allocation_mb == int(max(sizes))
+    assert memory.split_size_trials_mb == trials
+    finding = next((f for f in advisor.diagnose(root).findings if f.id == "memory.reserved_unused"), None)
+    if finding is not None:  # server-rank0: 47 % of 8.7 GB reserved but unallocated at the peak
+        assert f"`PYTORCH_NPU_ALLOC_CONF=max_split_size_mb:{memory.largest_allocation_mb}` first" in finding.explanation
+
+
 @pytest.mark.parametrize("drops", [0, 1, 3])
 def test_injected_reserved_drops_are_counted_per_step(tmp_path, drops):
     build_rank(tmp_path, RankSpec(reserved_drops_per_step=drops))
@@ -57,6 +87,8 @@ def test_reorganisations_are_diagnosed_unless_expandable_segments_are_on(tmp_pat
     # the drops are named, but no allocator call in the trace left the device idle: no time measured, shown as such
     assert finding.severity == "low" and finding.estimated_gain_us is None and finding.claimed_gain_us == 0.0
     assert finding.prescriptions[0].env == {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
+    # a third of the reserved memory unused is fragmentation: expandable segments only, no gc threshold
+    assert [p.id for p in finding.prescriptions] == ["memory.expandable_segments"]
     assert "dropped 4 time(s) inside 2 profiled step(s)" in finding.explanation
     build_rank(tmp_path / "b", RankSpec(reserved_drops_per_step=2, alloc_conf="expandable_segments:True"))
     assert "memory.allocator_reorganisation" not in {f.id for f in advisor.diagnose(tmp_path / "b").findings}

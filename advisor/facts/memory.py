@@ -62,6 +62,16 @@ def top_allocators(operator_memory: pd.DataFrame, limit: int = 10) -> pd.DataFra
     return summary.reset_index(drop=True)
 
 
+SPLIT_SIZE_MIN_MB = 20  # the allocator refuses max_split_size_mb at or below its large-buffer size, 20 MB
+
+
+def largest_allocations(operator_memory: pd.DataFrame, limit: int = 4) -> list[int]:
+    """The sizes of the largest single allocations in MB, rounded down, distinct, largest first: those above
+    SPLIT_SIZE_MIN_MB, the values max_split_size_mb can take."""
+    sizes = (operator_memory.loc[operator_memory["size_kb"] > 0, "size_kb"] * MB_PER_KB).astype("float64")
+    return sorted({int(v) for v in sizes if v > SPLIT_SIZE_MIN_MB}, reverse=True)[:limit]
+
+
 def memory_facts(scope: RankScope) -> list[Fact]:
     """The allocator's peaks, reorganisations and timeline, and the operators that allocate the most."""
     show, rank, user = scope.show, scope.rank, scope.user
@@ -85,6 +95,9 @@ def memory_facts(scope: RankScope) -> list[Fact]:
                 hccl = float(hccl_rows.max()) if hccl_rows.notna().any() else None
                 sources.append(f"{show(rank.module_memory.path)}[Component,Total Reserved(MB)]")
             peak = float(app.max()) if app.notna().any() else float(series["reserved_mb"].max())
+            largest = largest_allocations(rank.operator_memory.frame) if rank.operator_memory is not None else []
+            if largest:
+                sources.append(f"{show(rank.operator_memory.path)}[Size(KB)]")
             capacity = user.model.device_memory_gb * 1024 if user and user.model and user.model.device_memory_gb else None
             if capacity:
                 sources.append(user.model_source)
@@ -104,6 +117,8 @@ def memory_facts(scope: RankScope) -> list[Fact]:
                     steps_observed=len(windows),
                     process_peak_reserved_mb=float(app.max()) if app.notna().any() else None,
                     hccl_reserved_mb=hccl,
+                    largest_allocation_mb=largest[0] if largest else None,
+                    split_size_trials_mb=", ".join(f"{v:,}" for v in largest) or None,
                     capacity_mb=capacity,
                     peak_share_of_capacity=min(peak / capacity, 1.0) if capacity else None,
                     timeline_us=[float(t) for t in line["timestamp_us"]],

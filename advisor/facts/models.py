@@ -389,6 +389,13 @@ class MemoryFact(Fact):
     steps_observed: int = Field(ge=0, description="Steps whose time window was known (from kernel_details); 0 = whole capture.")
     process_peak_reserved_mb: NonNegative | None = Field(None, description="Peak device memory of the whole process (APP rows), MB.")
     hccl_reserved_mb: NonNegative | None = Field(None, description="Peak memory reserved by HCCL (npu_module_mem.csv), MB.")
+    largest_allocation_mb: int | None = Field(None, ge=0, description="The largest single allocation of the capture, MB, "
+                                              "rounded down (operator_memory.csv), where above 20 MB (the least max_split_size_mb the allocator accepts): the "
+                                              "first max_split_size_mb to try.")
+    split_size_trials_mb: str | None = Field(None, description="The sizes of the largest single allocations, MB, distinct, "
+                                             "largest first, at most four, above 20 MB, e.g. '1,024, 512, 256': the max_split_size_mb values "
+                                             "to try from large to small, keeping the one with the lowest peak (the "
+                                             "performance-analysis guide's procedure); None without operator_memory.csv.")
     capacity_mb: NonNegative | None = Field(None, description="Device memory, MB (from --context device_memory_gb).")
     peak_share_of_capacity: Ratio | None = Field(
         None, description="Peak device memory (process peak, else allocator peak) / capacity_mb, capped at 1."
