@@ -94,6 +94,10 @@ def test_seed_002_short_kernels_on_a3_in_max_autotune(tmp_path):
     assert first.id == "superkernel.short_kernels"
     assert [p.id for p in first.prescriptions] == ["superkernel.scope", "superkernel.options"]
     assert "torchair.scope.super_kernel" in first.prescriptions[0].actions[0]
+    # how to see a split scope (issue 31, item 7): the seed's option, plog path and keyword
+    check = first.prescriptions[0].actions[1]
+    assert "strict-scope-check=bypass" in check and "super_kernel_scope" in check
+    assert "$HOME/ascend/log/[run|debug]/plog/plog-pid_*.log" in check
     assert "superkernel.gate_unknown" not in {f.id for f in report.findings}
 
 
