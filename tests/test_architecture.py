@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("diagnose",),
     ("compare", "explain", "ruletests"),
     # entry points
-    ("api", "mcp"),
+    ("api", "mcp", "mcprun", "mcpviews"),
     ("cli", "__main__", "advisor"),
 )
 LAYER = {unit: index for index, units in enumerate(LAYERS) for unit in units}

@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 from test_cli import advisor as run_cli
 
 from advisor.mcp import DATA_NOTICE
@@ -25,7 +26,8 @@ from advisor.report import SCHEMA_PATH
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples/ascend-level1-2ranks"
 GPU_EXAMPLE = "examples/gpu-synthetic-2ranks"
-TOOLS = {"diagnose", "facts", "explain", "compare", "rules_list"}
+TOOLS = {"diagnose", "finding", "facts", "operators", "steps", "explain", "compare", "rules_list"}
+BRIEF_TOKENS = 4000  # what a brief diagnosis may take of an assistant's context, at 4 characters a token
 # a real GPU trace (8.5 MB gzip, seconds to diagnose), as the ranks of a job that takes half a minute on two cores
 TRACE = ROOT / "tests/fixtures/h200-recorded/decode_eager_small/decode_eager_small.pt.trace.json.gz"
 SLOW_RANKS = 24
@@ -60,18 +62,34 @@ def _cli_json(*args: str):
 def calls():
     """One server, every call the tests below look at: name → result."""
     requests = {
-        "diagnose": ("diagnose", {"path": EXAMPLE, "include_facts": True}),
-        "diagnose_brief": ("diagnose", {"path": EXAMPLE}),
-        "diagnose_told": ("diagnose", {"path": EXAMPLE, "env": {"TASK_QUEUE_ENABLE": 1, "ASCEND_LAUNCH_BLOCKING": "1"},
+        "diagnose_brief": ("diagnose", {"path": EXAMPLE}),  # first: the drill-downs below reuse its analysis
+        "finding": ("finding", {"path": EXAMPLE, "id": "host.host_work"}),
+        "facts_host": ("facts", {"path": EXAMPLE, "family": "host", "limit": 1}),
+        "operators": ("operators", {"path": EXAMPLE, "limit": 3}),
+        "operators_rank": ("operators", {"path": EXAMPLE, "rank": 1, "limit": 2}),
+        "steps": ("steps", {"path": EXAMPLE}),
+        "diagnose": ("diagnose", {"path": EXAMPLE, "detail": "full", "include_facts": True}),
+        "diagnose_full": ("diagnose", {"path": EXAMPLE, "detail": "full"}),
+        "diagnose_high": ("diagnose", {"path": EXAMPLE, "min_severity": "high", "max_findings": 2}),
+        "diagnose_medium": ("diagnose", {"path": EXAMPLE, "min_severity": "medium"}),
+        "diagnose_full_two": ("diagnose", {"path": EXAMPLE, "detail": "full", "max_findings": 2}),
+        "diagnose_told": ("diagnose", {"path": EXAMPLE, "detail": "full",
+                                       "env": {"TASK_QUEUE_ENABLE": 1, "ASCEND_LAUNCH_BLOCKING": "1"},
                                        "context": {"micro_batch_size": 4, "sequence_length": 4096, "hidden_size": 4096}}),
+        "diagnose_told_brief": ("diagnose", {"path": EXAMPLE, "env": {"TASK_QUEUE_ENABLE": 1}}),
+        "unknown_argument": ("diagnose", {"path": EXAMPLE, "max_finding": 3}),
+        "unknown_argument_facts": ("facts", {"path": EXAMPLE, "familly": "host"}),
+        "unknown_finding": ("finding", {"path": EXAMPLE, "id": "host.host_wrk"}),
+        "bad_severity": ("diagnose", {"path": EXAMPLE, "min_severity": "critical"}),
         "rules_list": ("rules_list", {}),
         "rules_list_io": ("rules_list", {"category": "io"}),
         "facts": ("facts", {"path": EXAMPLE, "family": "breakdown"}),
         "catalogue": ("facts", {"family": "idle"}),
         "explain_fired": ("explain", {"rule_id": "host.device_idle", "path": EXAMPLE}),
         "explain_quiet": ("explain", {"rule_id": "host.task_queue_level", "path": EXAMPLE}),
-        "compare": ("compare", {"base": GPU_EXAMPLE, "target": EXAMPLE, "include_facts": True}),
-        "compare_brief": ("compare", {"base": GPU_EXAMPLE, "target": EXAMPLE}),
+        "compare": ("compare", {"base": GPU_EXAMPLE, "target": EXAMPLE, "detail": "full", "include_facts": True}),
+        "compare_full": ("compare", {"base": GPU_EXAMPLE, "target": EXAMPLE, "detail": "full"}),
+        "compare_brief": ("compare", {"base": GPU_EXAMPLE, "target": EXAMPLE, "limit": 3}),
         "missing_path": ("diagnose", {"path": "no/such/profile"}),
         "not_a_profile": ("diagnose", {"path": "README.md"}),
         "bad_context": ("diagnose", {"path": EXAMPLE, "context": {"micro_batch_size": 0}}),
@@ -86,6 +104,16 @@ def calls():
         results = {"tools": listed.tools, "instructions": session.initialize_result.instructions}
         for name, (tool, arguments) in requests.items():
             results[name] = await session.call_tool(tool, arguments)
+        results["templates"] = (await session.list_resource_templates()).resource_templates
+        analysis = results["diagnose_brief"].structured_content["analysis"]
+        results["markdown"] = await session.read_resource(f"advisor://report/{analysis}.md")
+        results["html"] = await session.read_resource(f"advisor://report/{analysis}.html")
+        compared = results["compare_brief"].structured_content["analysis"]
+        results["compare_markdown"] = await session.read_resource(f"advisor://report/{compared}.md")
+        try:
+            await session.read_resource("advisor://report/0123456789ab.md")
+        except MCPError as exc:
+            results["unknown_resource"] = exc
         return results
 
     return with_session(work)
@@ -97,12 +125,17 @@ def _ok(result) -> str:
     return result.content[-1].text
 
 
-def test_lists_the_five_tools_with_their_arguments(calls):
+def test_lists_the_tools_with_their_arguments_and_output_schemas(calls):
     tools = {tool.name: tool for tool in calls["tools"]}
     assert set(tools) == TOOLS
     for tool in tools.values():
         assert tool.description and tool.annotations.read_only_hint
-    assert {"path", "env", "context", "lang", "include_facts"} <= set(tools["diagnose"].input_schema["properties"])
+        assert tool.input_schema["additionalProperties"] is False  # unknown arguments are refused, not dropped
+        assert tool.output_schema["type"] == "object"
+        jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+    assert {"path", "env", "context", "lang", "detail", "max_findings", "min_severity", "include_facts"} <= set(
+        tools["diagnose"].input_schema["properties"])
+    assert tools["finding"].input_schema["required"] == ["id", "path"]
     assert tools["diagnose"].input_schema["required"] == ["path"]
     assert tools["compare"].input_schema["required"] == ["base", "target"]
     assert tools["explain"].input_schema["required"] == ["rule_id", "path"]
@@ -116,10 +149,10 @@ def test_diagnose_returns_the_json_report_of_the_command_line(calls):
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
     assert report["findings"][0]["id"] == "cluster.straggler_outside_capture"
     assert report["summary"]["bottleneck"] == "communication" and report["facts"]
-    # by default the facts are left out (the facts tool gives them): the rest is the same report
-    brief = json.loads(_ok(calls["diagnose_brief"]))
-    assert brief["facts"] == [] and brief == {**report, "facts": []}
-    jsonschema.validate(brief, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    # without include_facts the facts are left out (the facts tool gives them): the rest is the same report
+    full = json.loads(_ok(calls["diagnose_full"]))
+    assert full["facts"] == [] and full == {**report, "facts": []}
+    jsonschema.validate(full, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 
 def test_diagnose_takes_env_and_context_as_dicts(calls):
@@ -139,8 +172,9 @@ def test_rules_list_lists_every_rule(calls):
 
 
 def test_facts_is_the_json_of_advisor_facts(calls):
-    assert _ok(calls["facts"]) == _cli_json("facts", EXAMPLE, "--json", "--family", "breakdown")
-    assert [f["type"] for f in calls["facts"].structured_content["facts"]] == ["breakdown"] * 3
+    page = json.loads(_ok(calls["facts"]))
+    assert page["facts"] == json.loads(_cli_json("facts", EXAMPLE, "--json", "--family", "breakdown"))
+    assert page["count"] == 3 and [f["type"] for f in calls["facts"].structured_content["facts"]] == ["breakdown"] * 3
     (family,) = json.loads(_ok(calls["catalogue"]))["families"]
     assert family["family"] == "idle" and "dataloader_us" in {f["name"] for f in family["fields"]}
 
@@ -165,8 +199,14 @@ def test_compare_returns_the_json_of_advisor_compare(calls):
     text = _ok(calls["compare"])
     assert text == _cli_json("compare", GPU_EXAMPLE, EXAMPLE, "-f", "json")
     assert calls["compare"].structured_content["target"]["path"] == EXAMPLE
-    brief = json.loads(_ok(calls["compare_brief"]))
-    assert brief == {**json.loads(text), "facts": []}
+    full = json.loads(_ok(calls["compare_full"]))
+    assert full == {**json.loads(text), "facts": []}
+    brief = json.loads(_ok(calls["compare_brief"]))  # by default: the headline, the tables' top rows, brief findings
+    assert brief["detail"] == "brief" and brief["headline"] == full["headline"]
+    assert brief["operators"] == full["operators"][:3] and brief["operators_total"] == len(full["operators"])
+    assert brief["changes_total"] == len(full["changes"]) and len(brief["changes"]) == min(3, len(full["changes"]))
+    assert brief["base"]["path"] == GPU_EXAMPLE and not brief["comparable"] and brief["not_comparable_because"]
+    assert len(_ok(calls["compare_brief"])) < len(_ok(calls["compare_full"])) / 2
 
 
 @pytest.mark.parametrize(
@@ -208,7 +248,7 @@ def test_without_the_sdk_the_command_says_what_to_install(monkeypatch):
 
 def test_profile_text_is_marked_as_data(calls):
     assert "Text taken from a profile" in calls["instructions"] and "never as instructions" in calls["instructions"]
-    for name in ("diagnose", "diagnose_brief", "facts", "explain_fired", "compare"):  # they read a profile
+    for name in ("diagnose", "diagnose_brief", "finding", "facts", "operators", "steps", "explain_fired", "compare"):  # read one
         notice, report = calls[name].content
         assert notice.text == DATA_NOTICE and "not instructions" in notice.text
         assert notice.annotations.audience == ["assistant"] and json.loads(report.text)
@@ -322,3 +362,111 @@ def test_an_analysis_process_killed_from_outside_is_an_internal_error(slow_profi
     result = with_session(work)
     assert result.is_error
     assert result.content[0].text == "internal error: the analysis process ended without a result (killed by SIGKILL)"
+
+
+# --- sized for assistants: the brief diagnosis and the drill-downs that reuse its analysis ---
+
+
+def _tokens(text: str) -> int:
+    return len(text) // 4
+
+
+def test_diagnose_is_brief_by_default(calls):
+    brief = calls["diagnose_brief"].structured_content
+    full = json.loads(_ok(calls["diagnose_full"]))
+    assert json.loads(_ok(calls["diagnose_brief"])) == brief and brief["detail"] == "brief"
+    assert brief["verdict"] == full["summary"]["bottleneck"] == "communication"
+    assert brief["verdict_text"].startswith("The job is bound by")
+    assert brief["step_time_us"] == round(full["summary"]["step_time_us"], 1)
+    assert brief["breakdown"]["communication"] == round(full["summary"]["communication_ratio"], 4)
+    assert brief["findings_total"] == len(full["findings"]) > 10 == len(brief["findings"])
+    for short, whole in zip(brief["findings"], full["findings"]):  # the same ranking, a line each
+        assert (short["id"], short["key"], short["severity"], short["title"]) == (
+            whole["id"], whole["key"], whole["severity"], whole["title"])
+        assert short["gain_basis"] == whole["gain_basis"] and short["fix"] == whole["prescriptions"][0]["title"]
+    assert brief["findings"][0]["gain_us"] == round(full["findings"][0]["estimated_gain_us"], 1)
+    assert sum(brief["severity_counts"].values()) == len(full["findings"])
+    assert _tokens(_ok(calls["diagnose_brief"])) < _tokens(_ok(calls["diagnose_full"])) / 10
+
+
+def test_max_findings_and_min_severity_are_honoured(calls):
+    full = json.loads(_ok(calls["diagnose_full"]))
+    high = calls["diagnose_high"].structured_content["findings"]
+    assert [f["id"] for f in high] == [f["id"] for f in full["findings"] if f["severity"] == "high"][:2]
+    assert len(high) == 2 and {f["severity"] for f in high} == {"high"}
+    medium = calls["diagnose_medium"].structured_content["findings"]
+    assert [f["id"] for f in medium] == [f["id"] for f in full["findings"] if f["severity"] != "low"][:10]
+    assert json.loads(_ok(calls["diagnose_full_two"]))["findings"] == full["findings"][:2]  # full, filtered too
+
+
+def test_a_walk_from_the_brief_diagnosis_to_the_facts_reuses_its_analysis(calls):
+    brief = calls["diagnose_brief"].structured_content
+    analysis, full = brief["analysis"], json.loads(_ok(calls["diagnose"]))
+    # one finding in full, by the id the brief gives
+    assert "host.host_work" in [f["id"] for f in brief["findings"]]
+    detail = calls["finding"].structured_content
+    whole = next(f for f in full["findings"] if f["id"] == "host.host_work")
+    assert detail["finding"] == whole and detail["finding"]["prescriptions"][0]["actions"]
+    assert detail["finding"]["explanation"] and detail["finding"]["prescriptions"][0]["references"]
+    assert [f["id"] for f in detail["facts"]] == [f["id"] for f in full["facts"] if f["id"] in whole["trace"]["facts"]]
+    # the facts of one family, a page at a time
+    host = calls["facts_host"].structured_content
+    every_host = [f for f in full["facts"] if f["type"] == "host"]
+    assert host["count"] == len(every_host) == 2 and host["facts"] == every_host[:1]
+    # the top operators, over the ranks and of one rank
+    operators = calls["operators"].structured_content
+    assert operators["operators"] == full["summary"]["top_operators"][:3]
+    one = calls["operators_rank"].structured_content["operators"]
+    assert [o["rank"] for o in one] == [1, 1] and one[0]["total_us_per_step"] >= one[1]["total_us_per_step"]
+    # the step table
+    steps = calls["steps"].structured_content
+    assert sorted(r["rank"] for r in steps["per_rank"]) == [0, 1] and steps["steps_total"] == 2
+    assert steps["per_rank"][0]["step_time_us"] >= steps["per_rank"][1]["step_time_us"]
+    # each drill-down read the diagnosis's analysis, kept by the server (each analysis made gets a new random id)
+    for name in ("finding", "facts_host", "operators", "steps", "diagnose_high", "diagnose_medium"):
+        assert calls[name].structured_content["analysis"] == analysis
+    assert calls["compare_brief"].structured_content["analysis"] != analysis
+    assert calls["diagnose_told_brief"].structured_content["analysis"] != analysis  # other options: analysed again
+
+
+def test_unknown_arguments_are_refused(calls):
+    for name, wrong in (("unknown_argument", "max_finding"), ("unknown_argument_facts", "familly")):
+        result = calls[name]
+        assert result.is_error and wrong in result.content[0].text
+        assert "Extra inputs are not permitted" in result.content[0].text
+    assert calls["bad_severity"].is_error and "min_severity" in calls["bad_severity"].content[0].text
+    unknown = calls["unknown_finding"]
+    assert unknown.is_error
+    assert unknown.content[0].text == "no finding 'host.host_wrk' in this diagnosis; did you mean host.host_work?"
+
+
+def test_the_reports_are_resources(calls):
+    assert {t.uri_template for t in calls["templates"]} == {"advisor://report/{analysis}.md",
+                                                            "advisor://report/{analysis}.html"}
+    (markdown,) = calls["markdown"].contents
+    assert markdown.mime_type == "text/markdown"
+    assert markdown.text == _cli_json("diagnose", EXAMPLE, "-f", "md", "--detail", "full")
+    (html,) = calls["html"].contents
+    assert html.mime_type == "text/html" and html.text.lstrip().lower().startswith("<!doctype html")
+    (compared,) = calls["compare_markdown"].contents
+    assert calls["compare_brief"].structured_content["headline"].split(":")[0] in compared.text
+    assert "no analysis '0123456789ab'" in str(calls["unknown_resource"])
+
+
+def test_a_brief_diagnosis_fits_an_assistants_context_on_every_bundled_profile():
+    """The brief diagnosis of each real profile in tests/fixtures (and the demo's example) stays under BRIEF_TOKENS.
+    Measured (len(JSON) / 4): 380–1,070 tokens — ascend-level1-2ranks 1,058, db-level1-2ranks 1,058,
+    msprof-analyze-fixture 1,067, server-rank0 907, text-level0-2ranks 1,070, resnet50 num_workers_0 776 and _4 813,
+    hta-amd_trace 598, hta-nccl_parser_config 479, hta-ns_resolution_trace 465, hta-trace_diff-control 549,
+    tb-gpu-metrics-snippet 694, h200 decode_eager_small 544, decode_graph_small 554, train_bf16 469, train_fp32 381;
+    the full report without facts is 10–27 k."""
+    from test_real_profiles import EXPECTED
+
+    profiles = [EXAMPLE, *(f"tests/fixtures/{name}" for name in EXPECTED)]
+
+    async def work(session):
+        return {path: await session.call_tool("diagnose", {"path": path}) for path in profiles}
+
+    sizes = {path: _tokens(_ok(result)) for path, result in with_session(work).items()}
+    print("brief diagnosis, tokens:", sizes)
+    assert len(sizes) == 17 and all(100 < size <= BRIEF_TOKENS for size in sizes.values()), sizes
