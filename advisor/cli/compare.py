@@ -49,10 +49,11 @@ def compare_command(
       advisor compare gpu_traces/ ./prof -o gap.html
       advisor compare before/ after/ --fail-on high
       advisor compare before/ after/ -o gap.md -o gap.json
+      advisor compare before/ after/ -o changes.csv -o gap.xlsx
     """
     with guard(debug):
         from advisor.compare import compare
-        from advisor.render.comparison import COMPARISON_DOCUMENTS, render_comparison_terminal
+        from advisor.render.comparison import render_comparison_document, render_comparison_terminal
         from advisor.text import collapse_repeats
 
         targets = output_targets(output_format, output)
@@ -64,7 +65,7 @@ def compare_command(
             book, lambda rules: compare(base, target, rules, lang=language(lang), context=user, options=options)))
         for fmt, output_path in targets:
             write_report(fmt, output_path, lambda console: render_comparison_terminal(result, console),
-                         lambda name: COMPARISON_DOCUMENTS[name](result))
+                         lambda name: render_comparison_document(result, name))
         for warning in collapse_repeats(list(dict.fromkeys(result.warnings))):  # each once, as a warning
             note(warning, level="warning")
         raise typer.Exit(exit_code([result.base.status, result.target.status], result.findings, fail_on))

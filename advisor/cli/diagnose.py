@@ -86,13 +86,14 @@ def diagnose_command(
       advisor diagnose ./prof
       advisor diagnose ./prof --detail full --explain
       advisor diagnose ./prof -o report.html -o report.md -o report.json
+      advisor diagnose ./prof -o findings.csv -o report.xlsx
       advisor diagnose ./prof -f json --fail-on high --max-findings 10
       advisor diagnose ./traces --lang zh --env TASK_QUEUE_ENABLE=1 --context model.yaml
       advisor diagnose /shared/cluster-prof --scheduler tcp://scheduler:8786 --deep all
     """
     with guard(debug):
         from advisor.diagnose import diagnose
-        from advisor.render import DOCUMENTS, render_terminal
+        from advisor.render import render_document, render_terminal
 
         targets = output_targets(output_format, output)
         refuse_overwriting(output, [path, *(env_file or []), *([context] if context else []), *(rules or [])])
@@ -105,7 +106,7 @@ def diagnose_command(
         refuse_overwriting(output, files_read(path, report.coverage))
         for fmt, target in targets:
             write_report(fmt, target, lambda console: render_terminal(report, console, explain, view),
-                         lambda name: DOCUMENTS[name](report, view))
+                         lambda name: render_document(report, name, view))
         note_coverage(report.coverage)
         if report.status == "empty":
             note("nothing could be diagnosed: no step or operator data was readable", level="error")

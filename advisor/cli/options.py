@@ -65,6 +65,8 @@ class OutputFormat(str, Enum):
     markdown = "markdown"  # the Python API's name for md: the same format (output.output_targets)
     html = "html"
     json = "json"
+    csv = "csv"
+    xlsx = "xlsx"
 
 
 class Language(str, Enum):
@@ -88,11 +90,12 @@ ContextOption = Annotated[Optional[Path], typer.Option(
     "--context", metavar="FILE", help="YAML of model settings (micro_batch_size, tensor_parallel, …).")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")]
 FormatOption = Annotated[Optional[OutputFormat], typer.Option(
-    "--format", "-f", metavar="[terminal|md|html|json]",
+    "--format", "-f", metavar="[terminal|md|html|json|csv|xlsx]",
     help="Format of the report on standard output (or of the one -o file); default: terminal, or -o's suffix.")]
 OutputOption = Annotated[Optional[list[Path]], typer.Option(
     "--output", "-o", metavar="FILE",
-    help="Write the report to FILE, its format from the suffix: .md, .html, .json, .txt (terminal text). "
+    help="Write the report to FILE, its format from the suffix: .md, .html, .json, .txt (terminal text), .csv (the "
+         "findings), .xlsx (findings, steps, operators). "
          "Repeat it to write several formats from one analysis.")]
 LangOption = Annotated[Optional[Language], typer.Option(
     "--lang", metavar="[en|zh]", help="Report language; default: from the locale.")]

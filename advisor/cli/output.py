@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _SUFFIX_FORMATS = {".md": OutputFormat.md, ".markdown": OutputFormat.md, ".html": OutputFormat.html,
-                   ".htm": OutputFormat.html, ".json": OutputFormat.json, ".txt": OutputFormat.terminal}
-# the renderers' names of the document formats (advisor.render.DOCUMENTS, advisor.render.comparison.COMPARISON_DOCUMENTS)
-_DOCUMENTS = {OutputFormat.md: "markdown", OutputFormat.html: "html", OutputFormat.json: "json"}
+                   ".htm": OutputFormat.html, ".json": OutputFormat.json, ".txt": OutputFormat.terminal,
+                   ".csv": OutputFormat.csv, ".xlsx": OutputFormat.xlsx}
+# the renderers' names of the document formats (advisor.render.DOCUMENTS and BINARY_DOCUMENTS, and the comparison's)
+_DOCUMENTS = {OutputFormat.md: "markdown", OutputFormat.html: "html", OutputFormat.json: "json",
+              OutputFormat.csv: "csv", OutputFormat.xlsx: "xlsx"}
 _CLOSED_STREAMS: set[str] = set()  # standard streams that were closed when the program started
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
@@ -153,7 +155,9 @@ def output_targets(fmt: OutputFormat | None, outputs: list[Path] | None) -> list
     for output in outputs:
         suffix_format = _SUFFIX_FORMATS.get(output.suffix.lower())
         if suffix_format is None:
-            raise errors.InputError(f"{output}: cannot tell the format from the suffix; pass --format md|html|json")
+            known = ", ".join(_SUFFIX_FORMATS)
+            raise errors.InputError(f"{output}: cannot tell the format from the suffix (known: {known}); "
+                                    "pass --format md|html|json|csv|xlsx")
         targets.append((suffix_format, output))
     resolved = [os.path.realpath(output) for output in outputs]
     if len(set(resolved)) < len(resolved):
@@ -162,9 +166,10 @@ def output_targets(fmt: OutputFormat | None, outputs: list[Path] | None) -> list
 
 
 def write_report(fmt: OutputFormat, output: Path | None, terminal: Callable[[Console], None],
-                 document: Callable[[str], str]) -> None:
+                 document: Callable[[str], str | bytes]) -> None:
     """Print a report on standard output (``output`` None) or write it to a file: in the terminal format,
-    ``terminal`` draws it on a console; in the others, ``document`` renders it by the renderers' name of ``fmt``."""
+    ``terminal`` draws it on a console; in the others, ``document`` renders it (text, or bytes for a workbook) by
+    the renderers' name of ``fmt``."""
     if fmt is OutputFormat.terminal:
         if output is not None:
             _emit(_terminal_text(terminal), output)
@@ -174,26 +179,35 @@ def write_report(fmt: OutputFormat, output: Path | None, terminal: Callable[[Con
         _emit(document(_DOCUMENTS[fmt]), output)
 
 
-def _emit(text: str, output: Path | None) -> None:
-    """Print a rendered document, or write it to ``output`` (see write_atomically)."""
+def _emit(content: str | bytes, output: Path | None) -> None:
+    """Print a rendered document, or write it to ``output`` (see write_atomically). A binary one (a workbook) is never
+    printed on a terminal, where it would be noise."""
     if output is None:
-        _to_stdout(lambda: sys.stdout.write(text))
+        if isinstance(content, bytes):
+            if sys.stdout.isatty():
+                raise errors.InputError("a workbook is binary and is not printed on a terminal; pass -o FILE.xlsx, "
+                                        "or redirect standard output to a file")
+            _to_stdout(lambda: sys.stdout.buffer.write(content))
+        else:
+            _to_stdout(lambda: sys.stdout.write(content))
         return
     try:
-        write_atomically(output, text)
+        write_atomically(output, content)
     except OSError as exc:
         raise errors.InputError(f"{output}: cannot write the report ({exc.strerror or exc})") from exc
     note(f"report written to {output}")
 
 
-def write_atomically(output: Path, text: str) -> None:
-    """Write ``text`` to a new file beside ``output`` and rename it over ``output`` once it is complete.
+def write_atomically(output: Path, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8, or bytes) to a new file beside ``output`` and rename it over ``output`` once
+    it is complete.
 
     On a full disk, or any other failure, the previous file is left as it was and no partial file remains.
     A symbolic link is never written through (see refuse_link); a FIFO or device (``/dev/stdout``, ``/dev/null``,
     links to them included) is written directly, as it cannot be replaced.
     """
     refuse_link(output)
+    mode, encoding = ("wb", None) if isinstance(content, bytes) else ("w", "utf-8")
     target = Path(os.path.realpath(output.parent)) / output.name if output.name else Path(os.path.realpath(output))
     try:
         status = output.stat()
@@ -202,16 +216,16 @@ def write_atomically(output: Path, text: str) -> None:
     if status is not None and not stat.S_ISREG(status.st_mode):
         if stat.S_ISDIR(status.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory")
-        with output.open("w", encoding="utf-8") as handle:
-            handle.write(text)
+        with output.open(mode, encoding=encoding) as handle:
+            handle.write(content)
         return
     descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         mask = os.umask(0)
         os.umask(mask)
         os.fchmod(descriptor, stat.S_IMODE(status.st_mode) if status is not None else 0o666 & ~mask)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(descriptor, mode, encoding=encoding) as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)

@@ -1,4 +1,5 @@
-"""Render a Comparison (``advisor compare``) four ways: terminal, Markdown, HTML and JSON.
+"""Render a Comparison (``advisor compare``): terminal, Markdown, HTML, JSON, CSV (the findings of each side) and an
+Excel workbook.
 
 The same escaping as the diagnosis reports: the templates are rendered by the environments of
 ``render.documents`` (autoescaped HTML, Markdown escaped by its finalize hook), and findings use the same
@@ -19,6 +20,7 @@ from rich.text import Text
 from advisor.jsontext import json_text
 from advisor.render.common import TimeUnit, fmt_pct, fmt_us, labels, time_unit
 from advisor.render.documents import environment, figure, finding_context
+from advisor.render.spreadsheets import render_comparison_csv, render_comparison_xlsx
 from advisor.render.terminal import clean, print_finding
 from advisor.resources import data_dir
 
@@ -47,7 +49,15 @@ def render_comparison_html(comparison: Comparison) -> str:
 
 # The document formats by name, as advisor.render.DOCUMENTS for a Report.
 COMPARISON_DOCUMENTS: dict[str, Callable[[Comparison], str]] = {
-    "markdown": render_comparison_markdown, "html": render_comparison_html, "json": render_comparison_json}
+    "markdown": render_comparison_markdown, "html": render_comparison_html, "json": render_comparison_json,
+    "csv": render_comparison_csv}
+COMPARISON_BINARY_DOCUMENTS: dict[str, Callable[[Comparison], bytes]] = {"xlsx": render_comparison_xlsx}
+
+
+def render_comparison_document(comparison: Comparison, name: str) -> str | bytes:
+    """The document format ``name`` (of COMPARISON_DOCUMENTS or COMPARISON_BINARY_DOCUMENTS) of ``comparison``."""
+    binary = COMPARISON_BINARY_DOCUMENTS.get(name)
+    return binary(comparison) if binary is not None else COMPARISON_DOCUMENTS[name](comparison)
 
 
 def rows_unit(rows: list[Row]) -> TimeUnit:
