@@ -205,3 +205,23 @@ def test_host_dispatch_advice_cites_the_sources_that_hold_it():
     citing_the_guide = {e.id for e in knowledge.values() if e.category == "host-dispatch"
                         and any(r.seed == "003_83b691473dcb9c76.txt" for r in e.references)}
     assert citing_the_guide <= {"host.static_shapes"}, citing_the_guide
+
+
+def test_every_capture_advisor_suggests_profiles_five_active_steps():
+    """Issue 31, item 9: the profiling prescriptions disagreed (active=2, 3 and 5). A diagnosis needs five; the
+    guide's single step is for msprof-analyze's comparison, and profiling.profile_more_steps says so."""
+    import re
+
+    import yaml
+
+    found = {}
+    for path in sorted((Path(__file__).parent.parent / "knowledge").rglob("*.yaml")):
+        entry = yaml.safe_load(path.read_text(encoding="utf-8"))
+        texts = [a[lang] for a in entry.get("actions", []) for lang in ("en", "zh")] + [entry.get("code", {}).get("after", "")]
+        for text in texts:
+            for active in re.findall(r"active=(\d+)", text):
+                found.setdefault(int(active), set()).add(entry["id"])
+    assert set(found) == {5}, found
+    assert len(found[5]) >= 5
+    why = yaml.safe_load((Path(__file__).parent.parent / "knowledge/profiling/profiling.profile_more_steps.yaml").read_text())
+    assert any("msprof-analyze's operator and memory comparison" in a["en"] for a in why["actions"])
