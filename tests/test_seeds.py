@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from builders import Kernel, RankSpec, StepRow, build_rank
 
 from advisor.diagnose import diagnose
@@ -225,3 +227,51 @@ def test_every_capture_advisor_suggests_profiles_five_active_steps():
     assert len(found[5]) >= 5
     why = yaml.safe_load((Path(__file__).parent.parent / "knowledge/profiling/profiling.profile_more_steps.yaml").read_text())
     assert any("msprof-analyze's operator and memory comparison" in a["en"] for a in why["actions"])
+
+
+@pytest.mark.parametrize(("shapes", "degenerate"), [
+    ('"64,4096,1;4096,1"', True), ("64,1,4096;4096,1", True), ("8,64,4096,1;4096,1", True),
+    ("12,1024,512;12,512,1024", False), ("64,4096,1;4096,8", False), ("4096,1;4096,1", False), ("", False), ("a,b;c", False)])
+def test_degenerate_batch_matmul_shapes(shapes, degenerate):
+    from advisor.facts.operators import degenerate_batch_matmul
+
+    assert degenerate_batch_matmul(shapes) is degenerate
+
+
+def test_seed_000_degenerate_batch_matmul_from_the_input_shapes(tmp_path):
+    """Issue 31, item 6: affinity.batch_matmul only said 'check the shapes'. The real msprof-analyze fixture's
+    kernel_details.csv (alone: its trace_view.json is from another capture) has BatchMatMul kernels of
+    [12, 1024, 512] × [12, 512, 1024] — not degenerate; rewritten to the seed's [b, n, 1] × [n, 1], their time is
+    the gain (an upper bound, said so)."""
+    import csv
+    import shutil
+
+    from advisor.facts import OperatorFact, extract_facts
+    from advisor.ingest import load_profile
+
+    source = Path(__file__).parent / "fixtures/ascend-more/msprof-analyze-fixture"
+
+    def batched(root) -> OperatorFact:
+        return next(f for f in extract_facts(load_profile(root)).of(OperatorFact) if f.op_type == "BatchMatMul")
+
+    copy = tmp_path / "prof"
+    shutil.copytree(source, copy)
+    next(copy.rglob("trace_view.json")).unlink()
+    assert batched(copy).degenerate_us_per_step is None
+    path = next(copy.rglob("kernel_details.csv"))
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    at = {name: i for i, name in enumerate(rows[0])}
+    total = 0.0
+    for row in rows[1:]:
+        if row[at["Type"]] == "BatchMatMul":
+            row[at["Input Shapes"]] = '"64,4096,1;4096,1"'
+            total += float(row[at["Duration(us)"]])
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    fact = batched(copy)
+    steps = len({row[at["Step Id"]] for row in rows[1:]})
+    assert fact.degenerate_us_per_step == pytest.approx(total / steps)
+    finding = next(f for f in diagnose(copy).findings if f.id == "affinity.degenerate_batch_matmul")
+    assert finding.estimated_gain_us == pytest.approx(total / steps) and finding.gain_basis == "assumed"
+    assert "an upper bound" in finding.explanation

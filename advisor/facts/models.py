@@ -138,6 +138,10 @@ class OperatorFact(Fact):
     )
     busiest_pipe_ratio: Ratio | None = Field(None, description="Its duration-weighted mean busy ratio; below 0.8 no pipe bounds the kernel.")
     input_dtypes: str | None = Field(None, description="The usual Input Data Types, e.g. 'FLOAT16;FLOAT16' (record_shapes).")
+    degenerate_us_per_step: Duration | None = Field(
+        None, description="BatchMatMul only: time per step of its kernels whose Input Shapes are a batch of products of "
+        "width 1 — [b, n, 1] (or [b, 1, n]) × [n, 1], which one 2-D MatMul on the reshaped operand replaces (the affinity "
+        "guide's BatchMatMulV2 case); None without such kernels or without shapes.")
     misaligned_axis: str | None = Field(
         None, description="A MatMul inner axis not a multiple of 256, or a FlashAttention head dim not a multiple of 128, in the usual Input Shapes."
     )

@@ -166,11 +166,8 @@ def misaligned_axis(op_type: str, shapes: str | None) -> str | None:
     Shapes are kernel_details Input Shapes ('M,K;K,N'); only ND MatMul operands and 4-D attention inputs
     (BNSD/BSND, head dim last) are judged; anything else gives None.
     """
-    if not shapes:
-        return None
-    try:
-        operands = [[int(v) for v in part.split(",") if v.strip()] for part in shapes.replace('"', "").split(";") if part.strip()]
-    except ValueError:
+    operands = _operands(shapes)
+    if operands is None:
         return None
     if op_type.startswith(("MatMul", "BatchMatMul")) and len(operands) >= 2 and len(operands[0]) >= 2 and len(operands[1]) >= 2:
         for name, value in (("K", operands[0][-1]), ("N", operands[1][-1])):
@@ -179,6 +176,37 @@ def misaligned_axis(op_type: str, shapes: str | None) -> str | None:
     elif op_type.startswith("FlashAttention") and operands and len(operands[0]) == 4 and operands[0][-1] % 128:
         return f"head dim D={operands[0][-1]} (not a multiple of 128)"
     return None
+
+
+def _operands(shapes: str | None) -> list[list[int]] | None:
+    """The operand dimensions of Input Shapes ('M,K;K,N'), or None when empty or not numbers."""
+    if not shapes:
+        return None
+    try:
+        return [[int(v) for v in part.split(",") if v.strip()] for part in shapes.replace('"', "").split(";") if part.strip()]
+    except ValueError:
+        return None
+
+
+def degenerate_batch_matmul(shapes: str | None) -> bool:
+    """Whether a BatchMatMul's Input Shapes are the affinity guide's degenerate case, a batch of products of width 1:
+    a left operand of three or more dimensions with 1 among its last two ([b, n, 1], or [b, 1, n] transposed) and a
+    2-D right operand ending in 1 ([n, 1])."""
+    operands = _operands(shapes)
+    if not operands or len(operands) < 2:
+        return False
+    left, right = operands[0], operands[1]
+    return len(left) >= 3 and 1 in left[-2:] and len(right) == 2 and right[-1] == 1
+
+
+def degenerate_time(kernels: pd.DataFrame, step_count: int) -> dict[tuple[str, str], float]:
+    """Per (type, core) of BatchMatMul kernels: the time per step of those with degenerate Input Shapes, µs."""
+    if "input_shapes" not in kernels:
+        return {}
+    batched = kernels.loc[kernels["type"].astype(str).str.startswith("BatchMatMul")]
+    chosen = batched.loc[batched["input_shapes"].map(lambda v: degenerate_batch_matmul(v if isinstance(v, str) else None))]
+    times = chosen.groupby([chosen["type"].astype(str), chosen["accelerator_core"].astype(str)])["duration_us"].sum()
+    return {key: float(us) / max(step_count, 1) for key, us in times.items()}
 
 
 def operator_facts(scope: RankScope) -> list[Fact]:
@@ -190,9 +218,11 @@ def operator_facts(scope: RankScope) -> list[Fact]:
         kernels = in_steps(compute_kernels(rank.kernels.frame), step_numbers)
         step_count = len(step_numbers) or distinct_steps(kernels)
         stats = operator_stats(kernels, step_count)
+        degenerate = degenerate_time(kernels, step_count)
         source = file_source(show, rank, "kernels", f"Name,{_KERNEL_COLUMNS}")
     elif rank.op_statistic is not None:
         stats = operator_stats_from_statistic(rank.op_statistic.frame, len(steps))
+        degenerate = {}
         source = f"{show(rank.op_statistic.path)}[{_STATISTIC_COLUMNS}]"
     else:
         return []
@@ -221,6 +251,7 @@ def operator_facts(scope: RankScope) -> list[Fact]:
                 table_coverage=coverage,
                 position=int(row["position"]),
                 matrix_kernel=bool(MATRIX_KERNEL.search(str(row["type"]))) if traits(rank.platform).types_are_kernels else None,
+                degenerate_us_per_step=degenerate.get((str(row["type"]), str(row["accelerator_core"]))),
                 **_pipe_fields(row, cores),
             )
         )
