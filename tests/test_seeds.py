@@ -275,3 +275,44 @@ def test_seed_000_degenerate_batch_matmul_from_the_input_shapes(tmp_path):
     finding = next(f for f in diagnose(copy).findings if f.id == "affinity.degenerate_batch_matmul")
     assert finding.estimated_gain_us == pytest.approx(total / steps) and finding.gain_basis == "assumed"
     assert "an upper bound" in finding.explanation
+
+
+def test_seed_003_epoch_restart_of_the_dataloader_workers(tmp_path):
+    """Issue 31, item 5 (persistent_workers, Infinite DataLoader): the real num_workers=4 tutorial trace, with step 8's
+    batch made to wait 1.2 s longer — as a multi-process loader's first batch does when its workers start again at an
+    epoch boundary — and everything after it moved by as much. The untouched trace (4.3 ms slowest, 1.3 ms median)
+    stays quiet."""
+    import gzip
+    import json
+
+    source = next((Path(__file__).parent / "fixtures/pytorch-tutorial-resnet50/num_workers_4").glob("*.pt.trace.json.gz"))
+    assert "io.epoch_restart" not in {f.id for f in diagnose(source.parent).findings}
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    events = document["traceEvents"]
+    loader = next(e for e in events if str(e.get("name", "")).startswith("enumerate(DataLoader)") and e["ts"] == 1623212388859537)
+    end, extra = loader["ts"] + loader["dur"], 1_200_000
+    for event in events:
+        if event is loader or event.get("name") == "ProfilerStep#8":
+            event["dur"] += extra
+        elif isinstance(event.get("ts"), (int, float)) and event["ts"] >= end:
+            event["ts"] += extra
+    (tmp_path / source.name).write_bytes(gzip.compress(json.dumps(document).encode()))
+    finding = next(f for f in diagnose(tmp_path).findings if f.id == "io.epoch_restart")
+    assert "step 8 waits 1,201,251 µs for its batches" in finding.explanation
+    assert finding.gain_basis == "assumed" and finding.prescriptions[0].id == "io.persistent_workers"
+    assert any("persistent_workers=True" in a for a in finding.prescriptions[0].actions)
+
+
+def test_seed_003_one_rank_reading_for_all(tmp_path):
+    """Issue 31, item 5 (rank 0 reading and broadcasting): two ranks of one job, rank 0 waiting 20 ms per step for
+    batches and rank 1 fetching none; the same job with both loading alike stays quiet."""
+    build_rank(tmp_path / "alone", RankSpec(rank=0, dataloader_us=20000.0))
+    build_rank(tmp_path / "alone", RankSpec(rank=1, dataloader_us=0.0))
+    finding = next(f for f in diagnose(tmp_path / "alone").findings if f.id == "io.one_rank_loads")
+    assert finding.ranks == [0] and finding.prescriptions[0].id == "io.read_per_rank"
+    # 20 ms × (1 − 1/2), assumed — the same idle time io.slow_dataloader measured, charged once
+    assert finding.claimed_gain_us == pytest.approx(10000.0) and finding.shares_time_with == ["io.slow_dataloader"]
+    assert "the other profiled ranks (2 in all) wait 0 µs (median)" in finding.explanation
+    build_rank(tmp_path / "both", RankSpec(rank=0, dataloader_us=20000.0))
+    build_rank(tmp_path / "both", RankSpec(rank=1, dataloader_us=20000.0))
+    assert "io.one_rank_loads" not in {f.id for f in diagnose(tmp_path / "both").findings}

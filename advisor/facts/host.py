@@ -19,7 +19,7 @@ from advisor.facts.platforms import ASCEND_RUNTIME, QUEUED_LAUNCH_US_CAP, Runtim
 from advisor.facts.scope import RankScope, Shown, file_source
 from advisor.facts.windows import inside
 from advisor.ingest.columns import records
-from advisor.ingest.kinetosteps import OPTIMIZER_STEP, outermost
+from advisor.ingest.kinetosteps import OPTIMIZER_STEP, outermost, window_of
 from advisor.ingest.model import RankData
 from advisor.ingest.serving import breakdown_phase, phase_steps
 from advisor.intervals import union
@@ -206,7 +206,20 @@ def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, o
     names = " ".join(rows["name"].unique())
     iterator = "multi-process" if "MultiProcessing" in names else "single-process" if "SingleProcess" in names else "unknown"
     steps = max(len(windows), 1)
-    return {"calls_per_step": len(outer) / steps, "us_per_step": float(outer["dur"].sum()) / steps, "iterator": iterator}
+    return {"calls_per_step": len(outer) / steps, "us_per_step": float(outer["dur"].sum()) / steps, "iterator": iterator,
+            **_slowest_step(outer, windows)}
+
+
+def _slowest_step(calls: pd.DataFrame, windows: pd.DataFrame) -> dict[str, object]:
+    """The step that waits longest for its batches against the median step (three or more numbered steps): slowest_step,
+    slowest_step_us, median_step_us, slowest_to_median and excess_us_per_step, (slowest − median) / steps; empty
+    otherwise."""
+    if len(windows) < 3 or "step" not in windows or windows["step"].isna().any():
+        return {}
+    per_step = calls["dur"].groupby(window_of(calls, windows)).sum().reindex(windows["step"], fill_value=0.0)
+    slowest, median = float(per_step.max()), float(per_step.median())
+    return {"slowest_step": int(per_step.idxmax()), "slowest_step_us": slowest, "median_step_us": median,
+            "slowest_to_median": slowest / max(median, 1.0), "excess_us_per_step": (slowest - median) / len(windows)}
 
 
 def api_calls(host: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:

@@ -759,6 +759,21 @@ class DataLoaderFact(Fact):
     iterator: Literal["multi-process", "single-process", "unknown"] = Field(
         description="The DataLoader iterator: single-process means num_workers=0."
     )
+    slowest_step: int | None = Field(None, description="The profiled step that waits longest for its batches (three or "
+                                     "more numbered steps; else None).")
+    slowest_step_us: Duration | None = Field(None, description="Its DataLoader time, µs.")
+    median_step_us: Duration | None = Field(None, description="The median step's DataLoader time, µs.")
+    others_us_per_step: Duration | None = Field(None, description="The median DataLoader time per step of the other ranks "
+                                                "with a host timeline (0 for one that fetches no batch), µs; None with fewer than two.")
+    others_ratio: NonNegative | None = Field(None, description="others_us_per_step / us_per_step: near 0 when this rank "
+                                             "loads alone — rank 0 reading for all and broadcasting.")
+    ranks_compared: int | None = Field(None, ge=2, description="The ranks with a host timeline compared.")
+    broadcasts_per_step: NonNegative | None = Field(None, description="This rank's broadcast collectives per step "
+                                                    "(communication ops), None without communication data.")
+    slowest_to_median: NonNegative | None = Field(None, description="slowest_step_us / median_step_us (the median taken "
+                                                  "as at least 1 µs).")
+    excess_us_per_step: Duration | None = Field(None, description="(slowest_step_us − median_step_us) / steps: what the "
+                                                "slowest step's wait adds to every step on average, µs.")
 
 
 class SpreadFact(Fact):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -62,8 +63,10 @@ from advisor.facts.hardware import nominal_bandwidth
 from advisor.facts.models import (
     BreakdownFact,
     CommunicationFact,
+    DataLoaderFact,
     EnvironmentFact,
     Fact,
+    HostFact,
     LayoutFact,
     LinkFact,
     Mc2Fact,
@@ -208,6 +211,7 @@ def reduce_facts(profile: Profile, ranks: list[RankFacts], user: UserContext | N
     _attach_nccl(ranks)
     scope = ProfileScope(profile, ranks, user)
     fallback = next((e for r in ranks if (e := device_entry(r.meta.device_info))), None)
+    _compare_loading(ranks)
     out.facts.extend(_run("lead", scope))
     for rank in ranks:
         out.facts.extend(_with_cores(rank.head, fallback) if rank.needs_cores and fallback else rank.head)
@@ -266,6 +270,40 @@ def _attach_nccl(ranks: list[RankFacts]) -> None:
         if ops is not None:
             rank.ops = columns_of(ops.assign(transit_from_bandwidth=False))
             rank.traffic = None
+
+
+_BROADCAST = re.compile(r"broadcast", re.IGNORECASE)
+
+
+def _compare_loading(ranks: list[RankFacts]) -> None:
+    """Give each rank's DataLoaderFact what the other ranks with a host timeline wait for batches (the median of their
+    DataLoader time per step, 0 for a rank that fetches none) and its own broadcasts per step: one rank loading for
+    all — rank 0 reading and broadcasting — shows as a large own time beside 0 (2+ such ranks only)."""
+    loads: dict[int, float] = {}
+    for rank in ranks:
+        if any(isinstance(f, HostFact) for f in (*rank.head, *rank.tail)):
+            loads[rank.meta.rank] = next((f.us_per_step for f in (*rank.head, *rank.tail) if isinstance(f, DataLoaderFact)), 0.0)
+    if len(loads) < 2:
+        return
+    for rank in ranks:
+        others = [us for r, us in loads.items() if r != rank.meta.rank]
+        median = float(np.median(others))
+        for facts in (rank.head, rank.tail):
+            for i, fact in enumerate(facts):
+                if isinstance(fact, DataLoaderFact):
+                    facts[i] = fact.model_copy(update={
+                        "others_us_per_step": median, "ranks_compared": len(loads),
+                        "others_ratio": median / fact.us_per_step if fact.us_per_step > 0 else None,
+                        "broadcasts_per_step": _broadcasts_per_step(rank)})
+
+
+def _broadcasts_per_step(rank: RankFacts) -> float | None:
+    """Broadcast collectives of a rank per step (communication ops), None without them."""
+    if rank.ops is None or "op_name" not in rank.ops:
+        return None
+    names = pd.Series(rank.ops["op_name"], dtype=object).astype(str)
+    steps = pd.Series(rank.ops["step"]).nunique() if "step" in rank.ops else 1
+    return float(names.str.contains(_BROADCAST).sum()) / max(steps, 1)
 
 
 def _with_cores(facts: list[Fact], device: dict) -> list[Fact]:
