@@ -316,3 +316,22 @@ def test_seed_003_one_rank_reading_for_all(tmp_path):
     build_rank(tmp_path / "both", RankSpec(rank=0, dataloader_us=20000.0))
     build_rank(tmp_path / "both", RankSpec(rank=1, dataloader_us=20000.0))
     assert "io.one_rank_loads" not in {f.id for f in diagnose(tmp_path / "both").findings}
+
+
+@pytest.mark.parametrize(("tokens", "fires"), [((4096, 6144, 7680), True), ((8192, 8192, 8192), False)])
+def test_seed_003_batches_of_varying_length(tmp_path, tokens, fires):
+    """Issue 31, item 5 (padding waste): three steps whose MatMuls take batch × sequence rows that follow the data
+    (4,096 to 7,680) against batches padded to one length (8,192 every step)."""
+    steps = (5, 6, 7)
+    kernels = [Kernel(step, f"mm{i}", "MatMulV2", "AI_CORE", 900.0, shapes=f"{rows},1024;1024,4096")
+               for step, rows in zip(steps, tokens) for i in range(4)]
+    kernels += [Kernel(step, "add", "Add", "AI_VECTOR_CORE", 400.0) for step in steps]
+    spec = RankSpec(steps=[StepRow(step, 4000.0, 0.0, 100.0, 0.0, preparing=100.0) for step in steps], kernels=kernels,
+                    **QUIET_HOST)
+    report = _diagnose(tmp_path, spec)
+    (matmul,) = [f for f in report.facts if f["type"] == "operator" and f["op_type"] == "MatMulV2"]
+    assert matmul["rows_range"] == f"{min(tokens):,}–{max(tokens):,}"
+    found = [f for f in report.findings if f.id == "io.varying_lengths"]
+    assert bool(found) is fires
+    if fires:
+        assert found[0].prescriptions[0].id == "io.length_grouped_batches" and found[0].estimated_gain_us is None

@@ -138,6 +138,11 @@ class OperatorFact(Fact):
     )
     busiest_pipe_ratio: Ratio | None = Field(None, description="Its duration-weighted mean busy ratio; below 0.8 no pipe bounds the kernel.")
     input_dtypes: str | None = Field(None, description="The usual Input Data Types, e.g. 'FLOAT16;FLOAT16' (record_shapes).")
+    rows_range: str | None = Field(None, description="MatMul types in three or more steps: the least and the most, over "
+                                   "the steps, of the step's largest M (the left operand's rows, batch folded in: tokens "
+                                   "in a language model), from Input Shapes, e.g. '4,096–7,680'.")
+    rows_ratio: NonNegative | None = Field(None, description="The most / the least of rows_range: 1 when batches are padded "
+                                           "to a fixed length, above 1 when their sequence length varies from step to step.")
     degenerate_us_per_step: Duration | None = Field(
         None, description="BatchMatMul only: time per step of its kernels whose Input Shapes are a batch of products of "
         "width 1 — [b, n, 1] (or [b, 1, n]) × [n, 1], which one 2-D MatMul on the reshaped operand replaces (the affinity "

@@ -209,6 +209,31 @@ def degenerate_time(kernels: pd.DataFrame, step_count: int) -> dict[tuple[str, s
     return {key: float(us) / max(step_count, 1) for key, us in times.items()}
 
 
+def rows_across_steps(kernels: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per (type, core) of MatMul kernels in three or more steps: the least and the most, over the steps, of the step's
+    largest M — the rows of the left operand, batch dimensions folded in (tokens, in a language model). Padded to a
+    fixed length they are equal; batches of varying sequence length make them differ."""
+    if "input_shapes" not in kernels or "step" not in kernels:
+        return {}
+    matmuls = kernels.loc[kernels["type"].astype(str).str.contains("MatMul") & kernels["step"].notna()]
+    rows = matmuls["input_shapes"].map(lambda v: _left_rows(v if isinstance(v, str) else None))
+    matmuls = matmuls.assign(rows=rows).dropna(subset=["rows"])
+    found = {}
+    for (op_type, core), same in matmuls.groupby([matmuls["type"].astype(str), matmuls["accelerator_core"].astype(str)]):
+        largest = same.groupby("step")["rows"].max()
+        if len(largest) >= 3:
+            found[(op_type, core)] = (int(largest.min()), int(largest.max()))
+    return found
+
+
+def _left_rows(shapes: str | None) -> float | None:
+    """The rows of a MatMul's left operand: the product of all its dimensions but the last."""
+    operands = _operands(shapes)
+    if not operands or len(operands[0]) < 2:
+        return None
+    return float(np.prod(operands[0][:-1]))
+
+
 def operator_facts(scope: RankScope) -> list[Fact]:
     """The operator facts; ``needs_cores`` when their Block Dim remainders wait for the core counts of another rank's
     device (this rank's device info.json is missing: the reduce fills them in, see ``facts.reduce``)."""
@@ -219,10 +244,11 @@ def operator_facts(scope: RankScope) -> list[Fact]:
         step_count = len(step_numbers) or distinct_steps(kernels)
         stats = operator_stats(kernels, step_count)
         degenerate = degenerate_time(kernels, step_count)
+        varying = rows_across_steps(kernels)
         source = file_source(show, rank, "kernels", f"Name,{_KERNEL_COLUMNS}")
     elif rank.op_statistic is not None:
         stats = operator_stats_from_statistic(rank.op_statistic.frame, len(steps))
-        degenerate = {}
+        degenerate, varying = {}, {}
         source = f"{show(rank.op_statistic.path)}[{_STATISTIC_COLUMNS}]"
     else:
         return []
@@ -252,11 +278,20 @@ def operator_facts(scope: RankScope) -> list[Fact]:
                 position=int(row["position"]),
                 matrix_kernel=bool(MATRIX_KERNEL.search(str(row["type"]))) if traits(rank.platform).types_are_kernels else None,
                 degenerate_us_per_step=degenerate.get((str(row["type"]), str(row["accelerator_core"]))),
+                **_rows_fields(varying.get((str(row["type"]), str(row["accelerator_core"])))),
                 **_pipe_fields(row, cores),
             )
         )
     scope.out.needs_cores = not device
     return facts
+
+
+def _rows_fields(found: tuple[int, int] | None) -> dict[str, object]:
+    """rows_range and rows_ratio of an OperatorFact from ``rows_across_steps``."""
+    if found is None:
+        return {}
+    least, most = found
+    return {"rows_range": f"{least:,}–{most:,}", "rows_ratio": most / max(least, 1)}
 
 
 def table_coverage(table_us_per_step: float, compute_us_per_step: float | None) -> float | None:
