@@ -238,3 +238,17 @@ def test_hccl_buffsize_is_raised_for_a_split_tensor_and_lowered_on_a_full_device
     # the sample peaks at 11.9 GB of a 12.5 GB device, 1.2 GB of it HCCL's, for a 32 MiB largest tensor
     assert "hccl.buffsize_lower" in rules_fired(SAMPLE_CLUSTER, context={"device_memory_gb": 12.5})
     assert "hccl.buffsize_lower" not in rules_fired(SAMPLE_CLUSTER)
+
+
+@pytest.mark.parametrize(("name", "transport", "fires"), [("tp", "RDMA", True), ("dp", "RDMA", False), ("tp", "HCCS", False)])
+def test_tensor_parallel_links_over_rdma_say_tp_spans_servers(tmp_path, name, transport, fires):
+    """Issue 31, item 3: TP crossing nodes seen in the profile — a tp communicator's matrix links over RDMA — without
+    --context."""
+    spec = RankSpec(groups={"group_name_0": {"group_name": name, "group_rank": 0, "global_ranks": [0, 8]}},
+                    matrix_links={"0-1": 16.0}, comm_transport=transport)
+    build_rank(tmp_path, spec)
+    found = [f for f in advisor.diagnose(tmp_path).findings if f.id == "parallel.tp_links_cross_nodes"]
+    assert bool(found) is fires
+    if fires:
+        assert found[0].key == "tp" and "from rank 0 to rank 8 over RDMA" in found[0].explanation
+        assert found[0].prescriptions[0].id == "parallel.tp_within_node"
