@@ -65,6 +65,7 @@ docs: $(BIN)/advisor
 	$(BIN)/python -c "from advisor.facts.catalogue import catalogue_markdown; open('docs/facts.md', 'w').write(catalogue_markdown())"
 	$(BIN)/advisor rules docs -o docs/rules
 	$(BIN)/python docs/readme_excerpt.py
+	$(BIN)/python docs/seed_coverage.py
 
 clean:
 	rm -rf $(VENV) out build dist .pytest_cache
