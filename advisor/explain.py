@@ -1,4 +1,5 @@
-"""``advisor explain ID PATH``: why a rule fired on a profile, or which condition stopped it, with the values."""
+"""``advisor explain ID PATH``: why a rule fired on a profile, or which condition stopped it, with the values; and
+``advisor rules try ID PATH``: that, and the finding the report would show, in English and Chinese."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from collections.abc import Sequence
 from advisor.engine.evaluate import ConditionResult, explain_firing, explain_rule
 from advisor.engine.session import Firing
 from advisor.facts.models import Fact
+from advisor.findings import build_findings
 from advisor.render.common import fmt_value, strip_control
-from advisor.rulebook import Rule
+from advisor.rulebook import Rule, RuleBook
 from advisor.vocabulary import Platform
 
 _MAX_FIRINGS_SHOWN = 5
@@ -55,3 +57,25 @@ def _condition_lines(result: ConditionResult) -> list[str]:
     if not result.checks:
         lines.append(f"    ✓ any {result.family} fact")
     return [strip_control(line) for line in lines]
+
+
+def try_lines(rule: Rule, book: RuleBook, firings: list[Firing], facts: list[Fact], platform: Platform = "ascend") -> list[str]:
+    """``explain_lines``, then — where the rule fired — the finding the report would show for it: severity, key, gain
+    (with what else shares its time) and, in English and Chinese, title and explanation."""
+    lines = explain_lines(rule, firings, facts, platform)
+    if not any(f.rule_id == rule.id for f in firings):
+        return lines
+    for lang in ("en", "zh"):
+        finding = next((f for f in build_findings(firings, list(facts), book, lang) if f.id == rule.id), None)
+        if finding is None:
+            return [*lines, "NOT SHOWN: the profile's facts contradict every prescription the rule recommends "
+                            "(advisor diagnose lists it under 'not shown')"]
+        if lang == "en":
+            gain = ("not estimated" if finding.estimated_gain_us is None else
+                    f"{finding.estimated_gain_us:,.1f} µs per step ({finding.gain_basis})")
+            if finding.shares_time_with:
+                gain += f"; claimed {finding.claimed_gain_us or 0:,.1f} µs, shared with {', '.join(finding.shares_time_with)}"
+            lines += ["FINDING", f"  severity: {finding.severity}", f"  key: {finding.key or '(none)'}", f"  gain: {gain}",
+                      f"  ranks: {', '.join(map(str, finding.ranks)) or '(none)'}"]
+        lines += [f"  title ({lang}): {strip_control(finding.title)}", f"  explanation ({lang}): {strip_control(finding.explanation)}"]
+    return lines

@@ -215,7 +215,8 @@ def test_largest_collective_tensor_and_the_hccl_buffer_it_needs_on_real_captures
     sample = next(f for f in extract_facts(load_profile(SAMPLE_CLUSTER)).of(CommunicationFact) if f.kind == "collective")
     assert sample.largest_tensor_mb == pytest.approx(2**25 / 1e6)
     assert (sample.largest_tensor_buffsize_mb, sample.hccl_buffsize_mb, sample.largest_tensor_rounds) == (32, 200, 1)
-    assert sample.largest_tensor_op == "hcom_allReduce__612_0_1, an all-reduce that sent 34 MB"
+    assert (sample.largest_tensor_op, sample.largest_tensor_kind) == ("hcom_allReduce__612_0_1", "all_reduce")
+    assert sample.largest_tensor_max_mb == sample.largest_tensor_mb  # parallel_group_info records the communicator
 
     def level1(context=None) -> CommunicationFact:
         return next(f for f in extract_facts(load_profile(REAL), context).of(CommunicationFact) if f.kind == "collective")
@@ -223,7 +224,8 @@ def test_largest_collective_tensor_and_the_hccl_buffer_it_needs_on_real_captures
     fact = level1()
     assert fact.largest_tensor_mb == pytest.approx(264.241152 / 2, rel=1e-3)
     assert fact.largest_tensor_buffsize_mb == 144  # 264.24 × 8/14 MB in MiB, rounded up: holds it at any size
-    assert "a tensor of 132 to 151 MB: its communicator's size is not recorded" in fact.largest_tensor_op
+    assert fact.largest_tensor_sent_mb == pytest.approx(264.241152, rel=1e-3)
+    assert fact.largest_tensor_max_mb == pytest.approx(264.241152 * 8 / 14, rel=1e-3)  # at least 8 members
     assert fact.largest_tensor_rounds == 1
     small = level1(build_context(["HCCL_BUFFSIZE=100"], [], None))
     assert (small.hccl_buffsize_mb, small.largest_tensor_rounds) == (100, 2)

@@ -202,12 +202,23 @@ def explain_command(
     Example:
       advisor explain host.device_idle ./prof
     """
+    print_explanation(rule_id, path, rules, (env, env_file, context), (max_file_size, jobs), debug, with_finding=False)
+
+
+def print_explanation(rule_id: str, path: Path, rules: list[Path] | None, context: tuple, options: tuple, debug: bool,
+                      with_finding: bool) -> None:
+    """Analyse ``path`` (``context``: the --env, --env-file and --context values; ``options``: --max-file-size and
+    --jobs) and print why ``rule_id`` fired or not (``explain``), and with ``with_finding`` the finding it gives in
+    both languages (``rules try``)."""
     with guard(debug):
         from advisor.diagnose import analyse
-        from advisor.explain import explain_lines
+        from advisor.explain import explain_lines, try_lines
 
         book = load_book(rules)
         rule = find_rule(book, rule_id)
-        analysis = analyse(path, book, user_context(env, env_file, context), options=run_options(max_file_size, jobs))
-        for line in explain_lines(rule, analysis.firings, analysis.all_facts, analysis.profile.platform):
+        analysis = analyse(path, book, user_context(*context), options=run_options(*options))
+        platform = analysis.profile.platform
+        lines = (try_lines(rule, book, analysis.firings, analysis.all_facts, platform) if with_finding else
+                 explain_lines(rule, analysis.firings, analysis.all_facts, platform))
+        for line in lines:
             typer.echo(line)

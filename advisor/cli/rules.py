@@ -8,7 +8,17 @@ from typing import Annotated, Optional
 import typer
 
 from advisor import errors
-from advisor.cli.options import RuleIdArgument, RulesOption, command
+from advisor.cli.options import (
+    ContextOption,
+    DebugOption,
+    EnvFileOption,
+    EnvOption,
+    JobsOption,
+    MaxFileSizeOption,
+    RuleIdArgument,
+    RulesOption,
+    command,
+)
 from advisor.cli.output import guard, note
 from advisor.cli.packs import find_rule, load_book
 
@@ -128,6 +138,30 @@ def rules_test_command(
         if not results:
             raise errors.InputError(f"no rule test case matches {select!r}" if select else "no rule test cases found")
         raise typer.Exit(1 if failed else 0)
+
+
+@command(rules_app, "try")
+def rules_try_command(
+    rule_id: RuleIdArgument,
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="The profile to run the rule on.")],
+    rules: RulesOption = None,
+    env: EnvOption = None,
+    env_file: EnvFileOption = None,
+    context: ContextOption = None,
+    max_file_size: MaxFileSizeOption = None,
+    jobs: JobsOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Run a rule on one profile: whether it fired (each condition with its fact values, as `advisor explain`) and the
+    finding it gives — severity, key, gain, and title and explanation in English and Chinese.
+
+    \b
+    Example:
+      advisor rules try team.slow_embedding ./prof --rules team-pack/
+    """
+    from advisor.cli.diagnose import print_explanation
+
+    print_explanation(rule_id, path, rules, (env, env_file, context), (max_file_size, jobs), debug, with_finding=True)
 
 
 @command(rules_app, "new")

@@ -307,8 +307,13 @@ class CommunicationFact(Fact):
         "data it sent (communication.json Bandwidth Info) and its kind — exact where parallel_group_info records its "
         "communicator's size, else the least it can be. HCCL stages it in a buffer of HCCL_BUFFSIZE MiB (200 by "
         "default) and splits what does not fit into rounds; None without Bandwidth Info.")
-    largest_tensor_op: str | None = Field(None, description="That op in words, e.g. 'hcom_allReduce__586_2_1, an "
-                                          "all-reduce that sent 264 MB (a tensor of 132 to 151 MB: its communicator's size is not recorded)'.")
+    largest_tensor_max_mb: NonNegative | None = Field(None, description="The most that tensor can be, MB: largest_tensor_mb "
+                                                      "where the communicator's size is recorded, else what the fewest "
+                                                      "members its links show give.")
+    largest_tensor_op: str | None = Field(None, description="That op's name, e.g. 'hcom_allReduce__586_2_1'.")
+    largest_tensor_kind: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all"] | None = Field(
+        None, description="That op's collective, from its name.")
+    largest_tensor_sent_mb: NonNegative | None = Field(None, description="What that op sent over the links, MB (Bandwidth Info).")
     largest_tensor_buffsize_mb: int | None = Field(None, ge=1, description="The HCCL_BUFFSIZE that surely holds that "
                                                    "tensor: the most it can be, in MiB, rounded up.")
     hccl_buffsize_mb: int | None = Field(None, ge=1, description="The HCCL_BUFFSIZE in force, MiB: as given with --env "

@@ -729,10 +729,6 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     return facts
 
 
-_COLLECTIVE_WORDS = {"all_reduce": "an all-reduce", "reduce_scatter": "a reduce-scatter", "all_gather": "an all-gather",
-                     "all_to_all": "an all-to-all"}
-
-
 def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserContext | None) -> dict[str, object]:
     """The largest_tensor_* and hccl_buffsize_mb fields of a rank's collective CommunicationFact (``largest_tensor``);
     empty without Bandwidth Info."""
@@ -743,12 +739,10 @@ def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserC
     if found is None:
         return {}
     low, high = found["low_mb"], found["high_mb"]
-    what = f"{found['op']}, {_COLLECTIVE_WORDS[found['collective']]} that sent {found['sent_mb']:,.0f} MB"
-    if high > low:
-        what += f" (a tensor of {low:,.0f} to {high:,.0f} MB: its communicator's size is not recorded)"
     text = _env_values(rank.meta, user, ("HCCL_BUFFSIZE",)).get("HCCL_BUFFSIZE", "")
     buffsize = int(text) if text.isdigit() and int(text) >= 1 else HCCL_DEFAULT_BUFFSIZE_MB
-    return {"largest_tensor_mb": low, "largest_tensor_op": what,
+    return {"largest_tensor_mb": low, "largest_tensor_max_mb": high, "largest_tensor_op": found["op"],
+            "largest_tensor_kind": found["collective"], "largest_tensor_sent_mb": found["sent_mb"],
             "largest_tensor_buffsize_mb": max(math.ceil(high * 1e6 / 2**20), 1),
             "hccl_buffsize_mb": buffsize,
             "largest_tensor_rounds": max(math.ceil(low * 1e6 / (buffsize * 2**20)), 1),

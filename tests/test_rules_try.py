@@ -1,0 +1,38 @@
+"""``advisor rules try RULE PATH`` (issue 32, item 2): one rule on one real profile — did it fire, and what finding."""
+
+from __future__ import annotations
+
+from conftest import REAL
+from test_cli import advisor
+
+
+def test_a_rule_that_fires_shows_its_finding_in_both_languages():
+    done = advisor("rules", "try", "hccl.buffsize_exceeded", str(REAL), "--env", "HCCL_BUFFSIZE=100")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "FIRED 2 time(s)" in out and "✓ largest_tensor_rounds gt 1  (value: 2)" in out
+    assert "\nFINDING\n  severity: low\n  key: (none)\n  gain: not estimated\n  ranks: 0, 1\n" in out
+    assert "  title (en): A collective carries a tensor larger than the HCCL buffer" in out
+    assert "  title (zh): 集合通信承载的张量大于 HCCL 缓冲区" in out
+    assert "Set HCCL_BUFFSIZE=144." in out and "请设置 HCCL_BUFFSIZE=144。" in out
+
+
+def test_a_rule_that_does_not_fire_says_which_condition_stopped_it():
+    done = advisor("rules", "try", "hccl.buffsize_exceeded", str(REAL))
+    assert done.returncode == 0, done.stderr
+    assert "DID NOT FIRE" in done.stdout and "FINDING" not in done.stdout
+    assert "largest_tensor_rounds gt 1" in done.stdout
+
+
+def test_a_measured_gain_and_the_findings_it_shares_time_with_are_shown():
+    done = advisor("rules", "try", "host.device_idle", str(REAL))
+    assert done.returncode == 0, done.stderr
+    gain = next(line for line in done.stdout.splitlines() if line.startswith("  gain: "))
+    assert "µs per step (assumed)" in gain or "µs per step (measured)" in gain
+
+
+def test_unknown_rule_and_bad_env_are_clear_errors():
+    done = advisor("rules", "try", "hccl.no_such_rule", str(REAL))
+    assert done.returncode != 0 and "hccl.no_such_rule" in done.stderr and "Traceback" not in done.stderr
+    done = advisor("rules", "try", "hccl.buffsize_exceeded", str(REAL), "--env", "NOEQUALS")
+    assert done.returncode != 0 and "NOEQUALS" in done.stderr and "Traceback" not in done.stderr
