@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from advisor.engine.evaluate import ConditionResult, explain_firing, explain_rule
 from advisor.engine.session import Firing
-from advisor.facts.models import Fact
+from advisor.facts.models import EnvironmentFact, Fact
 from advisor.findings import build_findings
 from advisor.render.common import fmt_value, strip_control
 from advisor.rulebook import Rule, RuleBook
@@ -36,20 +36,25 @@ def explain_lines(rule: Rule, firings: Sequence[Firing], facts: Sequence[Fact], 
         return lines
     lines.append("DID NOT FIRE")
     groups = explain_rule(rule.spec, facts)
+    variables = frozenset(f.name for f in facts if isinstance(f, EnvironmentFact))
     for index, group in enumerate(groups, 1):
         if len(groups) > 1:
             lines.append(f"  alternative {index}:")
         for result in group.conditions:
-            lines += [f"    {line}" for line in _condition_lines(result)]
+            lines += [f"    {line}" for line in _condition_lines(result, variables)]
     return lines
 
 
-def _condition_lines(result: ConditionResult) -> list[str]:
+def _condition_lines(result: ConditionResult, variables: frozenset[str] = frozenset()) -> list[str]:
     mark = "✓" if result.holds else "✗"
     if result.negated:
         return [f"{mark} not {result.family}: {result.summary()}"]
     if result.fact is None:
         return [f"{mark} {result.alias} ({result.family}): {result.summary()}"]
+    variable = _absent_variable(result)
+    if variable is not None and variable not in variables:  # shown against another variable: this one is not there
+        return [strip_control(f"✗ {result.alias} (environment): no variable {variable} in this profile — the profiler "
+                              f"records only a few (profiler_metadata.json ENV_VARIABLES); pass --env {variable}=VALUE")]
     lines = [f"{mark} {result.alias} = {result.fact.id}  [{'; '.join(result.fact.sources)}]"]
     for check in result.checks:
         actual = "unknown" if check.actual is None else fmt_value(check.actual)
@@ -79,3 +84,12 @@ def try_lines(rule: Rule, book: RuleBook, firings: list[Firing], facts: list[Fac
                       f"  ranks: {', '.join(map(str, finding.ranks)) or '(none)'}"]
         lines += [f"  title ({lang}): {strip_control(finding.title)}", f"  explanation ({lang}): {strip_control(finding.explanation)}"]
     return lines
+
+
+def _absent_variable(result: ConditionResult) -> str | None:
+    """The variable an environment condition names (``name eq 'X'``) when the fact it was shown against is another
+    variable; else None."""
+    if result.family != "environment" or result.holds:
+        return None
+    named = next((c for c in result.checks if c.field == "name" and c.op == "eq" and not c.holds), None)
+    return named.expected.strip("'\"") if named is not None else None

@@ -36,3 +36,13 @@ def test_unknown_rule_and_bad_env_are_clear_errors():
     assert done.returncode != 0 and "hccl.no_such_rule" in done.stderr and "Traceback" not in done.stderr
     done = advisor("rules", "try", "hccl.buffsize_exceeded", str(REAL), "--env", "NOEQUALS")
     assert done.returncode != 0 and "NOEQUALS" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_explain_says_a_variable_is_not_in_the_profile_instead_of_showing_another():
+    """Issue 32, item 3: explain showed 'e = environment:ACLNN_CACHE_LIMIT … name eq HCCL_ALGO (value:
+    ACLNN_CACHE_LIMIT)' — the nearest unrelated variable — for a variable the profiler does not record."""
+    done = advisor("explain", "hccl.forced_algorithm", str(REAL))
+    assert "✗ e (environment): no variable HCCL_ALGO in this profile" in done.stdout
+    assert "pass --env HCCL_ALGO=VALUE" in done.stdout and "ACLNN_CACHE_LIMIT" not in done.stdout
+    given = advisor("explain", "hccl.forced_algorithm", str(REAL), "--env", "HCCL_ALGO=")
+    assert "e = environment:HCCL_ALGO" in given.stdout and "✗ is_set eq True  (value: False)" in given.stdout
