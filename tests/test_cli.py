@@ -92,7 +92,7 @@ def test_markdown_is_a_format_name_as_in_the_api():
 
 def test_empty_directory_is_not_a_profile(tmp_path):
     result = advisor("diagnose", str(tmp_path))
-    assert result.returncode == 2 and "no profiler output found" in result.stderr
+    assert result.returncode == 2 and result.stderr == f"advisor: error: {tmp_path}: is empty\n"
 
 
 def test_partial_profile_reports_what_it_could_and_exits_3(tmp_path):

@@ -168,8 +168,8 @@ def _file(path: Path) -> Path:
     ("make", "message"),
     [
         (lambda p: p / "absent", "no such file or directory"),
-        (lambda p: _file(p / "f.json"), "is a file"),
-        (lambda p: p, "no profiler output found"),
+        (lambda p: _file(p / "f.json"), r"f.json: is not a PyTorch profiler trace \(an empty JSON object\)"),
+        (lambda p: p, "is empty"),
     ],
 )
 def test_paths_that_are_not_profiles(tmp_path, make, message):

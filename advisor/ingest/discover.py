@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from advisor.errors import InputError
@@ -18,6 +18,7 @@ from advisor.ingest import formats
 from advisor.ingest.model import Layout
 from advisor.ingest.paths import display_path
 from advisor.ingest.runs import refuse_separate_runs
+from advisor.ingest.sniff import archive_refusal, describe
 
 _MAX_DEPTH = 4
 
@@ -43,17 +44,26 @@ def discover(path: Path) -> Layout:
     for fmt in formats.FORMATS:  # the path is one rank
         rank = fmt.rank_at(path, is_dir)
         if rank is not None:
+            why = fmt.not_one(rank) if fmt.not_one is not None and not is_dir else None
+            if why is not None:
+                raise InputError(f"{path}: {why}")
             layout = fmt.layout([rank], path, rank.parent)
             return _joined(layout, _joining_here(path), path) if is_dir and not fmt.joins else layout
     if not is_dir:
-        raise InputError(f"{path}: is a file; {_supported()}")
-    found, outside = _walk(path)
+        raise InputError(_no_profile_file(path))
+    found, outside, seen = _walk(path)
     chosen = next((fmt for fmt in formats.FORMATS if found[id(fmt)]), None)
     unfollowed = (f"{len(outside)} symbolic link(s) to directories outside {path} were not followed (e.g. "
                   f"{display_path(outside[0], path)} → {os.readlink(outside[0])}): only links to rank directories are "
                   "read; diagnose another tree by its own path") if outside else None
+    if chosen is not None and chosen.not_one is not None and not _any_is_one(chosen, found[id(chosen)]):
+        first = found[id(chosen)][0]
+        count = len(found[id(chosen)])
+        raise InputError(f"{path}: holds no profile: {'none of the' if count > 1 else 'the'} {_count(count, 'file')} "
+                         f"named as {chosen.what} {'is one' if count > 1 else 'is not one'} "
+                         f"({display_path(first, path)}: {chosen.not_one(first)})")
     if chosen is None:
-        raise InputError(f"{path}: no profiler output found; {_supported()}" + (f" ({unfollowed})" if unfollowed else ""))
+        raise InputError(_no_profile_directory(path, seen) + (f" ({unfollowed})" if unfollowed else ""))
     if not chosen.joins:
         refuse_separate_runs(found[id(chosen)], path)
     layout = chosen.layout(found[id(chosen)], path, path)
@@ -96,20 +106,42 @@ def _shown(path: Path, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit - 40]}…{text[-39:]}"
 
 
-def _walk(root: Path) -> tuple[dict[int, list[Path]], list[Path]]:
+@dataclass
+class _Seen:
+    """What a walk met that is no profile: the files (relative paths, the first _NAMED of them), how many files and
+    directories, and whether directories deeper than _MAX_DEPTH were left unsearched."""
+
+    files: list[str] = field(default_factory=list)
+    file_count: int = 0
+    directories: list[str] = field(default_factory=list)
+    directory_count: int = 0
+    deeper: bool = False
+
+
+_NAMED = 5
+
+
+def _walk(root: Path) -> tuple[dict[int, list[Path]], list[Path], _Seen]:
     """Per format (by id): the ranks under ``root``, to a depth of four, by path (a directory that is a rank is not
-    entered; a directory reached twice through links is read once); and the links to directories outside ``root``
-    that were not followed (a link to a rank directory is read; a link to ``/`` must not merge foreign ranks)."""
+    entered; a directory reached twice through links is read once); the links to directories outside ``root``
+    that were not followed (a link to a rank directory is read; a link to ``/`` must not merge foreign ranks); and
+    the files and directories met (for the message when there is no profile)."""
     found: dict[int, list[Path]] = {id(fmt): [] for fmt in formats.FORMATS}
     seen: set[Path] = set()
     outside: list[Path] = []
+    met = _Seen()
     top = root.resolve()
     for current, dirs, files in os.walk(root, followlinks=True):
         here = Path(current)
         real = here.resolve()
         if real in seen or len(here.relative_to(root).parts) > _MAX_DEPTH:
+            met.deeper = met.deeper or real not in seen
             dirs.clear()
             continue
+        if here != root:
+            met.directory_count += 1
+            if len(met.directories) < _NAMED:
+                met.directories.append(here.relative_to(root).as_posix() + "/")
         seen.add(real)
         if here != root and _claim(here, True, found):
             dirs.clear()
@@ -122,7 +154,61 @@ def _walk(root: Path) -> tuple[dict[int, list[Path]], list[Path]]:
                 outside.append(linked)
         for name in sorted(files):
             _claim(here / name, False, found)
-    return found, outside
+            met.file_count += 1
+            if len(met.files) < _NAMED:
+                met.files.append((here / name).relative_to(root).as_posix())
+    return found, outside, met
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+_EXPECTED = ("expected *_ascend_pt or *_ascend_ms directories, *.pt.trace.json[.gz] files, or msServiceProfiler's "
+             "request.csv and batch.csv")
+
+
+def _no_profile_directory(path: Path, met: _Seen) -> str:
+    """'DIR: is empty', or 'DIR: holds no profile (found N files: a.txt, …; expected …)' with archives among them
+    named, and the directories too deep to be searched."""
+    if not met.file_count and not met.directory_count:
+        return f"{path}: is empty"
+    if met.file_count:
+        more = ", …" if met.file_count > len(met.files) else ""
+        found = f"found {_count(met.file_count, 'file')}: {', '.join(met.files)}{more}"
+    else:
+        more = ", …" if met.directory_count > len(met.directories) else ""
+        directories = f"{met.directory_count} director{'y' if met.directory_count == 1 else 'ies'}"
+        found = f"found no file, only {directories}: {', '.join(met.directories)}{more}"
+    archives = [name for name in met.files if archive_refusal(path / name) is not None]
+    notes = [f"archives are not read: extract {archives[0]} first" if len(archives) == 1 else
+             f"archives are not read: extract {', '.join(archives)} first"] if archives else []
+    if met.deeper:
+        notes.append(f"directories deeper than {_MAX_DEPTH} levels are not searched: give a path closer to the profile")
+    return f"{path}: holds no profile ({found}; {_EXPECTED}{''.join('; ' + note for note in notes)})"
+
+
+def _no_profile_file(path: Path) -> str:
+    """Why a file no format reads is refused: an archive (extract it first), a file of Ascend profiler output (its
+    directory is the input), or what it holds."""
+    refusal = archive_refusal(path)
+    if refusal is not None:
+        return f"{path}: {refusal}"
+    if _is_rank(path.parent):  # a file of a rank (kernel_details.csv): its directory is the input
+        return f"{path}: is a file; {_supported()}"
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64 << 10)
+        whole = len(head) < 64 << 10
+    except OSError as exc:
+        return f"{path}: cannot be read ({exc.strerror or exc})"
+    return f"{path}: is not a PyTorch profiler trace ({describe(head, whole)}); {_supported()}"
+
+
+def _any_is_one(fmt, found: list[Path]) -> bool:
+    """Whether any of the files ``fmt`` claimed by their names is one of its files (checked in order, up to the
+    first that is: a real directory costs one look at one file)."""
+    return any(fmt.not_one(rank) is None for rank in found)
 
 
 def _is_rank(path: Path) -> bool:

@@ -37,6 +37,7 @@ from advisor.ingest.kept import API_OPS
 from advisor.ingest.kinetosteps import ITERATION
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
+from advisor.ingest.sniff import describe
 from advisor.names import per_name
 
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
@@ -170,7 +171,7 @@ def read_kineto(path: Path) -> KinetoTrace:
         if start.startswith(b"["):
             return _read_legacy(path, handle, head)
         if not start.startswith(b"{"):
-            raise FileProblem("is not a PyTorch profiler trace (the file does not hold a JSON object)")
+            raise FileProblem(f"is not a PyTorch profiler trace ({describe(head, False)})")
         found = _EVENTS_KEY.search(head)
         while found is None and len(head) < _MAX_HEADER_BYTES and (more := handle.read(jsonstream.BLOCK_BYTES)):
             head += more

@@ -15,6 +15,7 @@ from advisor.ingest.ascendformat import is_rank_dir
 from advisor.ingest.gpu import attach_nccl_waits, read_gpu_rank, read_gpu_stages
 from advisor.ingest.kineto import rank_hint
 from advisor.ingest.model import Coverage, InputFormat, Layout, RankData, RankDir
+from advisor.ingest.sniff import trace_problem
 
 KINETO_FORMAT = "pytorch-kineto"
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
@@ -146,4 +147,5 @@ KINETO = InputFormat(
     read=_read,
     finish=_finish,
     rank_hint=rank_hint,
+    not_one=trace_problem,
 )

@@ -295,7 +295,9 @@ class InputFormat:
     on every rank read in this process (``load_profile``); ``rank_hint`` tells, from a file's head, the rank it
     records, for a format whose ranks are numbered from their content once read (None: discovery numbers them).
     ``joins``: its data is about the whole profile, not ranks (service-level data): found beside another format's
-    ranks it joins their profile (``Layout.service``) instead of being left out with a warning."""
+    ranks it joins their profile (``Layout.service``) instead of being left out with a warning. ``not_one(path)``:
+    why a file ``rank_at`` claims (by its name) is certainly not one of the format's files ('is not a PyTorch profiler
+    trace (…)'), else None; discovery refuses a path whose every such file is not one."""
 
     platforms: dict[str, str]  # Profile.format of its layouts → the platform whose rules and knowledge apply
     described: str  # what advisor reads of it, in the message for a path that is no profile
@@ -306,4 +308,5 @@ class InputFormat:
     finish: Callable[[list[RankData], Layout, Coverage], list[RankData]] | None = None
     rank_hint: Callable[[Path], int | None] | None = None
     joins: bool = False
+    not_one: Callable[[Path], str | None] | None = None
 

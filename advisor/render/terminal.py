@@ -7,6 +7,7 @@ characters (ANSI escapes) are removed from them.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -17,13 +18,13 @@ from rich.text import Text
 
 from advisor.render.common import (
     FULL,
+    TimeUnit,
     View,
     brief_summary,
     chain_lines,
     filtered_report,
     fmt_pct,
     fmt_ranks,
-    fmt_us,
     fmt_value,
     gain_text,
     profile_line,
@@ -85,16 +86,17 @@ def render_terminal(report: Report, console: Console, explain: bool = False, vie
         console.print(Text(words["findings"], style="bold underline"))
         console.print(words["no_findings_partial" if report.status != "complete" else "no_findings"])
     else:
+        gain_unit = time_unit([f.estimated_gain_us for f in report.findings])
         table = Table(title=words["findings"], title_justify="left")
         table.add_column("#", justify="right")
         table.add_column(words["severity"])
         table.add_column(words["finding"], overflow="fold", ratio=3)
-        table.add_column(words["gain"], justify="right")
+        table.add_column(words["with_unit"].format(label=words["gain"], unit=gain_unit.label), justify="right")
         table.add_column(words["ranks"], overflow="fold", max_width=12)
         for index, finding in enumerate(report.findings, 1):
             title = Text(finding.title) + (Text(": ") + clean(finding.key) if finding.key else Text(""))
             table.add_row(str(index), Text(words[f"severity_{finding.severity}"], style=_SEVERITY_STYLE[finding.severity]),
-                          title, _short_gain(finding, words), fmt_ranks(finding.ranks))
+                          title, _short_gain(finding, words, gain_unit), fmt_ranks(finding.ranks))
         console.print(table)
     for index, finding in enumerate(report.findings, 1):
         print_finding(console, finding, index, words, explain)
@@ -113,18 +115,64 @@ def render_terminal(report: Report, console: Console, explain: bool = False, vie
 
 
 def print_finding(console: Console, finding, index: int, words: dict[str, str], explain: bool = False) -> None:
-    """One finding: numbered title with severity, gain, explanation, the first action of each prescription."""
+    """One finding: numbered title with severity, gain, explanation, the first action of each prescription. A command
+    the text gives to run (`export X=…`, `advisor …`) is printed on a line of its own, never wrapped (see _COMMAND)."""
     severity = Text(words[f"severity_{finding.severity}"].upper(), style=_SEVERITY_STYLE[finding.severity])
     title = Text(f"{index}. ") + severity + Text(" ") + Text(finding.title, style="bold")
     if finding.key:
         title += Text(": ") + clean(finding.key)
     meta = Text(f"{words['gain']}: {gain_text(finding, words)} · {words['ranks']}: "
                 f"{fmt_ranks(finding.ranks)} · {finding.id}", style="dim")
-    actions = [clean(f"→ {p.title}: {p.actions[0]}") for p in finding.prescriptions]
-    parts = [meta, clean(finding.explanation), *actions]
+    texts = [finding.explanation, *(f"→ {p.title}: {p.actions[0]}" for p in finding.prescriptions)]
+    if not any(_COMMAND.search(text) for text in texts):
+        parts = [meta, *(clean(text) for text in texts)]
+        if explain:
+            parts.append(_why(finding, words))
+        console.print(Group(title, Padding(Group(*parts), (0, 0, 1, 3))))
+        return
+    console.print(title)
+    prose: list = [meta]
+    for text in texts:
+        for piece, is_command in _split_commands(text):
+            if not is_command:
+                prose.append(clean(piece))
+                continue
+            if prose:
+                console.print(Padding(Group(*prose), (0, 0, 0, 3)))
+                prose = []
+            print_command(console, piece, indent=5)
     if explain:
-        parts.append(_why(finding, words))
-    console.print(Group(title, Padding(Group(*parts), (0, 0, 1, 3))))
+        prose.append(_why(finding, words))
+    console.print(Padding(Group(*prose), (0, 0, 1, 3)))
+
+
+# A command the user is meant to copy, as knowledge and rules write it in `inline code`: an environment setting or a
+# program run in a shell.
+_COMMAND = re.compile(r"`((?:export|unset|advisor|npu-smi|nvidia-smi|pip|python3?|torchrun|msprof|numactl|taskset|"
+                      r"ulimit|sysctl) [^`\n]+)`")
+
+
+def _split_commands(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut around its commands: (prose, False) and (command, True) in order, empty prose left out (a
+    sentence's end after a command, like '.' or ',', stays with the prose after it)."""
+    pieces: list[tuple[str, bool]] = []
+    start = 0
+    for found in _COMMAND.finditer(text):
+        before = text[start:found.start()].rstrip()
+        if before:
+            pieces.append((before, False))
+        pieces.append((found.group(1), True))
+        start = found.end()
+    rest = text[start:].strip()
+    if rest:
+        pieces.append((rest, False))
+    return pieces
+
+
+def print_command(console: Console, command: str, indent: int = 2) -> None:
+    """A command to copy, on a line of its own and never wrapped or cut by rich (soft wrap: a narrow terminal folds
+    the line on screen, and copying it gives the whole command)."""
+    console.print(Text(" " * indent) + clean(command), soft_wrap=True)
 
 
 def _brief(report: Report, console: Console, words: dict[str, str], view: View) -> None:
@@ -144,11 +192,13 @@ def _brief(report: Report, console: Console, words: dict[str, str], view: View) 
         lines = [Text(gain_text(finding, words), style="dim")]
         lines += [clean(f"→ {p.title}") for p in finding.prescriptions[:1]]
         console.print(Group(title, Padding(Group(*lines), (0, 0, 0, 3))))
-    if brief.shown:
-        console.print(Text(words["ranking_note"], style="dim"))
+    if brief.shown:  # one line: the full legend is in the Markdown and HTML reports
+        console.print(Text(words["ranking_note_short"], style="dim"), soft_wrap=True)
     console.print(Text("\n") + clean(brief.pointer))
-    # The command and the -o hint on lines of their own, so a long input path never splits "-o report.html".
-    console.print(Padding(Group(clean(brief.command), clean(_plain(words["brief_or_html"]))), (0, 0, 0, 2)))
+    # The command and the -o hint on lines of their own, so a long input path never splits "-o report.html"; the
+    # command is never wrapped, whatever the path's length.
+    print_command(console, brief.command)
+    console.print(Padding(clean(_plain(words["brief_or_html"])), (0, 0, 0, 2)))
 
 
 def _plain(text: str) -> str:
@@ -189,22 +239,27 @@ def _phase_table(report: Report, console: Console, words: dict[str, str]) -> Non
     """A serving run's phases side by side: iterations, their median duration and spacing, tokens, busy share."""
     if not report.summary.phases:
         return
+    per_iteration = [p.start_to_start_us if p.start_to_start_us is not None else p.duration_us
+                     for p in report.summary.phases]
+    unit = time_unit(per_iteration)  # one unit for the column, named in its header
     table = Table(title=words["phases"], title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
     for index, header in enumerate(words["phase_short_columns"].split("|")):
+        if index == 2:
+            header = words["with_unit"].format(label=header, unit=unit.label)
         table.add_column(header, justify="left" if index in (0, 6) else "right", no_wrap=index != 6)
-    for p in report.summary.phases:
-        table.add_row(words[f"phase_{p.phase}"], str(p.iterations),
-                      fmt_us(p.start_to_start_us if p.start_to_start_us is not None else p.duration_us),
+    for p, duration in zip(report.summary.phases, per_iteration):
+        table.add_row(words[f"phase_{p.phase}"], str(p.iterations), unit(duration),
                       f"{p.tokens_per_iteration:g}" if p.tokens_per_iteration is not None else "–",
                       f"{p.tokens_per_s:,.0f}" if p.tokens_per_s is not None else "–", fmt_pct(p.busy_share), p.graph_mode)
     console.print(table)
 
 
-def _short_gain(finding, words: dict[str, str]) -> str:
+def _short_gain(finding, words: dict[str, str], unit: TimeUnit) -> str:
+    """The gain in the findings table's unit (its header names it), with its share of the step."""
     if finding.estimated_gain_us is None:
         return words["gain_capture_short" if finding.category == "profiling" else "gain_unknown"]
     share = f" ({fmt_pct(finding.estimated_gain_ratio)})" if finding.estimated_gain_ratio is not None else ""
-    return f"{fmt_us(finding.estimated_gain_us)}{share}"
+    return f"{unit(finding.estimated_gain_us)}{share}"
 
 
 def _why(finding, words: dict[str, str]) -> Group:
