@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.diagnose import default_rulebook
-from advisor.engine.evaluate import why_not
+import yaml
+
+from advisor.engine.evaluate import explain_rule, why_not
 from advisor.engine.session import Firing, RuleEngine
 from advisor.engine.spec import FindingExpectation, case_fact
 from advisor.errors import EngineError
@@ -112,3 +114,37 @@ def _finding_mismatches(expected: FindingExpectation, rule: Rule, firings: list[
             if (why := check.failure(text)) is not None:
                 problems.append(f"{part} ({lang}) {why}: {text!r}")
     return tuple(problems)
+
+
+def case_from_profile(rule: Rule, firings: list[Firing], facts: list[Fact], name: str) -> str:
+    """A test case for ``rule`` (YAML, to paste under its ``tests:``) made of a real profile's facts: those of its first
+    firing (expect fire), or else those the nearest binding of each condition saw, the blocking fact of a ``not``
+    included (expect quiet). The case is run before it is returned; a line says when it does not reproduce."""
+    mine = next((f for f in firings if f.rule_id == rule.id), None)
+    if mine is not None:
+        chosen, expect = list(mine.matched.values()), "fire"
+    else:
+        seen = [result.fact for group in explain_rule(rule.spec, facts)[:1] for result in group.conditions]
+        chosen, expect = list({id(f): f for f in seen if f is not None}.values()), "quiet"
+    rows = [{"fact": fact.family, **{k: _short(v) for k, v in fact.model_dump(mode="json", exclude={"id", "sources"}).items()
+                                     if v is not None and v != []}} for fact in chosen]
+    case = {"name": name, "facts": rows, "expect": expect}
+    with RuleEngine([rule]) as engine:
+        replayed = run_case_facts(engine, rule, rows)
+    text = yaml.safe_dump([case], allow_unicode=True, sort_keys=False, width=120, default_flow_style=None)
+    if replayed != (expect == "fire"):
+        text = f"# note: run alone on these facts the rule {'fires' if replayed else 'stays quiet'}, not as on the profile\n" + text
+    return text
+
+
+def _short(value: object) -> object:
+    """A float to six significant digits (a case is read by people; it is replayed to show it still behaves)."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    return [_short(v) for v in value] if isinstance(value, list) else value
+
+
+def run_case_facts(engine: RuleEngine, rule: Rule, rows: list[dict]) -> bool:
+    """Whether ``rule`` fires on the case facts ``rows``."""
+    facts = [case_fact(raw, f"case-{n}") for n, raw in enumerate(rows)]
+    return any(f.rule_id == rule.id for f in engine.run(facts))

@@ -46,3 +46,29 @@ def test_explain_says_a_variable_is_not_in_the_profile_instead_of_showing_anothe
     assert "pass --env HCCL_ALGO=VALUE" in done.stdout and "ACLNN_CACHE_LIMIT" not in done.stdout
     given = advisor("explain", "hccl.forced_algorithm", str(REAL), "--env", "HCCL_ALGO=")
     assert "e = environment:HCCL_ALGO" in given.stdout and "✗ is_set eq True  (value: False)" in given.stdout
+
+
+def test_facts_as_test_case_writes_a_case_that_rules_test_passes(tmp_path):
+    """Issue 32, item 3: `advisor facts PATH --as-test-case RULE` — real facts as a test case, which a pack's own
+    `rules test` runs as written, for a rule that fires and for one that does not."""
+    import shutil
+
+    import yaml
+
+    pack = tmp_path / "pack"
+    for rule_id, folder, expect in (("host.device_idle", "host-dispatch", "fire"), ("io.slow_dataloader", "io", "quiet")):
+        done = advisor("facts", str(REAL), "--as-test-case", rule_id)
+        assert done.returncode == 0, done.stderr
+        (case,) = yaml.safe_load(done.stdout)
+        assert case["expect"] == expect and case["name"] == f"{rule_id} on {REAL.name}"
+        assert all("id" not in fact and "sources" not in fact for fact in case["facts"])
+        source = next((REAL.parent.parent.parent / "rules").rglob(f"{rule_id}.yaml"))
+        rule = yaml.safe_load(source.read_text(encoding="utf-8"))
+        rule["id"] = f"team.{rule_id.replace('.', '_')}"
+        rule["tests"] = [case]
+        (pack / "rules" / folder).mkdir(parents=True, exist_ok=True)
+        (pack / "rules" / folder / f"{rule['id']}.yaml").write_text(yaml.safe_dump(rule, allow_unicode=True, sort_keys=False))
+    shutil.copytree(REAL.parent.parent.parent / "knowledge", pack / "knowledge")
+    (pack / "pack.yaml").write_text("name: team\n")
+    done = advisor("rules", "test", str(pack))
+    assert "2 passed, 0 failed" in done.stdout, done.stdout + done.stderr

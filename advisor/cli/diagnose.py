@@ -118,6 +118,9 @@ def facts_command(
     list_families: Annotated[bool, typer.Option("--list", help="Document every fact family and field.")] = False,
     family: Annotated[Optional[str], typer.Option("--family", metavar="FAMILY", help="Only this fact family (see --list).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+    as_test_case: Annotated[Optional[str], typer.Option(
+        "--as-test-case", metavar="RULE_ID", help="Print a test case for RULE_ID made of this profile's facts (YAML for its tests:).")] = None,
+    rules: RulesOption = None,
     env: EnvOption = None,
     env_file: EnvFileOption = None,
     context: ContextOption = None,
@@ -134,6 +137,7 @@ def facts_command(
       advisor facts ./prof --family communication
       advisor facts ./prof --json > facts.json
       advisor facts --list --family idle
+      advisor facts ./prof --as-test-case host.device_idle >> case.yaml
     """
     with guard(debug):
         from advisor.facts import FACT_FAMILIES
@@ -144,6 +148,15 @@ def facts_command(
             _print_catalogue(family)
         elif path is None:
             raise errors.InputError("give a profile PATH, or --list for the catalogue")
+        elif as_test_case is not None:
+            from advisor.diagnose import analyse
+            from advisor.ruletests import case_from_profile
+
+            book = load_book(rules)
+            rule = find_rule(book, as_test_case)
+            analysis = analyse(path, book, user_context(env, env_file, context),
+                               options=run_options(max_file_size, jobs, scheduler, deep))
+            typer.echo(case_from_profile(rule, analysis.firings, analysis.all_facts, f"{rule.id} on {path.name}"), nl=False)
         else:
             _print_facts(path, family, as_json, user_context(env, env_file, context),
                          run_options(max_file_size, jobs, scheduler, deep))
