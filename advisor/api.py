@@ -3,23 +3,25 @@
 A ``Report`` (advisor/report.py) shows itself in Jupyter through ``_repr_html_`` (the HTML report's body with
 its style sheet scoped to it, so it restyles nothing else on the page: ``render/fragment.py``) and
 ``_repr_markdown_``, and gives its findings, facts, per-rank steps and top operators as pandas DataFrames
-(``advisor/frames.py``). ``compare`` returns a ``ComparisonReport``: the ``Comparison`` of ``advisor compare``
-with the same methods. pandas is imported only when a DataFrame is asked for.
+(``advisor/frames.py``), its charts as matplotlib figures (``render/charts.py``), and is one line as a repr.
+``compare`` returns a ``ComparisonReport``: the ``Comparison`` of ``advisor compare`` with the same methods, and its
+changes, sides, collectives and memory as DataFrames. pandas is imported only when a DataFrame is asked for.
 """
 
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Mapping
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from advisor.compare import compare as _compare
-from advisor.comparison import Comparison
+from advisor.comparison import Comparison, Side
 from advisor.diagnose import check_lang
 from advisor.errors import InputError
-from advisor.frames import facts_frame, findings_frame, rows_frame
+from advisor.frames import changes_frame, facts_frame, findings_count, findings_frame, rows_frame, short_name, sides_frame
 from advisor.render.fragment import html_fragment
 from advisor.report import Report
 from advisor.rulebook import RuleBook
@@ -77,6 +79,26 @@ def render(report: Report | Comparison, format: str = "terminal", *, width: int 
 class ComparisonReport(Comparison):
     """The result of ``advisor.compare``: the Comparison (same fields, same JSON) with Jupyter display and DataFrames."""
 
+    def __repr__(self) -> str:
+        """One line: the two profiles, their step times and the diagnosis of the difference, e.g.
+        ``<ComparisonReport num_workers_0 → num_workers_4: step 28.89 → 19.12 ms (−33.8%), 2 findings, 3 changes
+        (2 resolved, 1 persisting)>``."""
+        def step(side: Side) -> str:
+            return "–" if side.step_time_us is None else f"{side.step_time_us / 1000:,.2f}"
+
+        text = f"step {step(self.base)} → {step(self.target)} ms"
+        if self.base.step_time_us and self.target.step_time_us is not None:
+            text += f" ({(self.target.step_time_us - self.base.step_time_us) / self.base.step_time_us:+.1%})".replace("-", "−")
+        kinds = Counter(change.change for change in self.changes)
+        changes = ", ".join(f"{kinds[k]} {k}" for k in ("resolved", "new", "persisting") if kinds[k])
+        text += f", {findings_count(self.findings)}, {len(self.changes)} change{'' if len(self.changes) == 1 else 's'}"
+        text += f" ({changes})" if changes else ""
+        if not self.comparable:
+            text += ", not comparable"
+        return f"<{type(self).__name__} {short_name(self.base.path, 40)} → {short_name(self.target.path, 40)}: {text}>"
+
+    __str__ = __repr__
+
     def _repr_html_(self) -> str:
         return html_fragment(render(self, "html"))
 
@@ -98,6 +120,44 @@ class ComparisonReport(Comparison):
     def operators_df(self) -> pd.DataFrame:
         """The compute operators matched on both sides (by type, or by class across vendors), µs per step."""
         return rows_frame(self.operators)
+
+    def changes_df(self) -> pd.DataFrame:
+        """One row per finding of either side: ``change`` (resolved: BASE only; new: TARGET only; persisting),
+        ``id``, ``key``, ``title``, ``base_severity``, ``target_severity``, ``base_gain_us``, ``target_gain_us``
+        (µs per step; None on the side where it does not fire)."""
+        return changes_frame(self)
+
+    def sides_df(self) -> pd.DataFrame:
+        """BASE and TARGET, a row each (indexed by ``side``): path, format, platform, hardware, profiler level,
+        status, ranks, steps, step_count, step_time_us (mean) and median_step_us."""
+        return sides_frame(self)
+
+    def collectives_df(self) -> pd.DataFrame:
+        """The collectives on both sides, µs per step (columns as operators_df)."""
+        return rows_frame(self.collectives)
+
+    def memory_df(self) -> pd.DataFrame:
+        """Device memory on both sides, MB (columns as operators_df)."""
+        return rows_frame(self.memory)
+
+    def figures(self) -> dict[str, Any]:
+        """The charts of the HTML comparison as matplotlib figures, by name: ``compare_step_breakdown`` (both sides'
+        step split) and ``compare_operators`` (the operators with the most time on either side), where there is
+        data for them. Jupyter shows one as a PNG; ``savefig`` writes it."""
+        from advisor.render.charts import comparison_figures
+        from advisor.render.common import labels
+
+        return {key: drawn.figure for key, drawn in comparison_figures(self, labels(self.lang)).items()}
+
+    def figure(self, name: str) -> Any:
+        """One chart of ``figures()`` by name; InputError when the comparison has no such chart."""
+        from advisor.render.charts import COMPARISON_CHARTS
+
+        drawn = self.figures()
+        if name not in drawn:
+            known = ", ".join(COMPARISON_CHARTS)
+            raise InputError(f"no chart {name!r} in this comparison; the charts are {known} (those with data: figures())")
+        return drawn[name]
 
 
 def compare(

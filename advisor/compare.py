@@ -405,7 +405,8 @@ def _changes(base: Report, target: Report) -> list[FindingChange]:
         change = "persisting" if b and t else "resolved" if b else "new"
         changes.append(FindingChange(id=key[0], key=key[1], title=(b or t).title, change=change,
                                      base_gain_us=b.estimated_gain_us if b else None,
-                                     target_gain_us=t.estimated_gain_us if t else None))
+                                     target_gain_us=t.estimated_gain_us if t else None,
+                                     base_severity=b.severity if b else None, target_severity=t.severity if t else None))
     return changes
 
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.report import Finding, ToolInfo
 from advisor.text import Lang
-from advisor.vocabulary import Micros, Platform
+from advisor.vocabulary import Micros, Platform, Severity
 
 
 class _Model(BaseModel):
@@ -66,6 +66,9 @@ class FindingChange(_Model):
     change: Literal["resolved", "new", "persisting"]
     base_gain_us: Micros | None
     target_gain_us: Micros | None
+    base_severity: Severity | None = Field(None, description="The finding's severity on BASE (None: it does not fire there).")
+    target_severity: Severity | None = Field(None, description="The finding's severity on TARGET (None: it does not fire "
+                                                               "there).")
 
 
 class CameBack(_Model):

@@ -14,6 +14,7 @@ from advisor.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from advisor.comparison import Comparison
     from advisor.report import Finding, Report
 
 FINDING_COLUMNS = (
@@ -25,6 +26,24 @@ STEP_COLUMNS = (
     "communication_ratio", "free_ratio", "bottleneck",
 )
 ROW_COLUMNS = ("name", "detail", "base", "target", "diff", "ratio")
+CHANGE_COLUMNS = ("change", "id", "key", "title", "base_severity", "target_severity", "base_gain_us", "target_gain_us")
+SIDE_COLUMNS = ("side", "path", "format", "platform", "hardware", "profiler_level", "status", "ranks", "steps",
+                "step_count", "step_time_us", "median_step_us")
+_NAME_CHARS = 48
+
+
+def short_name(path: str, chars: int = _NAME_CHARS) -> str:
+    """A profile's path as a one-line repr names it: its last part, at most ``chars`` characters."""
+    name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or path
+    name = "".join(c if c.isprintable() else "?" for c in name)
+    return name if len(name) <= chars else name[: chars - 1] + "…"
+
+
+def findings_count(findings: Sequence[Finding]) -> str:
+    """``10 findings (2 high)``: how many, and how many of them high."""
+    high = sum(f.severity == "high" for f in findings)
+    text = f"{len(findings)} finding{'' if len(findings) == 1 else 's'}"
+    return f"{text} ({high} high)" if high else text
 
 
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
@@ -80,3 +99,19 @@ def rows_frame(rows: Sequence[Any]) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame([r.model_dump() for r in rows], columns=list(ROW_COLUMNS))
+
+
+def changes_frame(comparison: Comparison) -> pd.DataFrame:
+    """One row per finding that fires on either side: resolved (BASE only), new (TARGET only) or persisting, with
+    its severity and gain (µs per step) on each side, in the comparison's order."""
+    import pandas as pd
+
+    return pd.DataFrame([c.model_dump() for c in comparison.changes], columns=list(CHANGE_COLUMNS))
+
+
+def sides_frame(comparison: Comparison) -> pd.DataFrame:
+    """BASE and TARGET, a row each, indexed by ``side``: what each profile is, its mean and median step (µs)."""
+    import pandas as pd
+
+    rows = [{"side": name, **side.model_dump()} for name, side in (("base", comparison.base), ("target", comparison.target))]
+    return pd.DataFrame(rows, columns=list(SIDE_COLUMNS)).set_index("side")

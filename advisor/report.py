@@ -288,7 +288,20 @@ class Report(_Model):
     facts: list[dict[str, Any]] = Field(description="Every fact, as {'type': family, …fields}.")
     coverage: CoverageInfo
 
-    # Jupyter (render/fragment.py) and pandas (frames.py). Methods only: the JSON contract is the fields above.
+    # Jupyter (render/fragment.py), pandas (frames.py) and matplotlib (render/charts.py). Methods only: the JSON
+    # contract is the fields above.
+
+    def __repr__(self) -> str:
+        """One line: the profile, the verdict, the step time and the findings, e.g. ``<Report ascend-level1-2ranks:
+        communication-bound, step 153.80 ms, 22 findings (1 high)>`` (the fields: ``model_dump()``)."""
+        from advisor.frames import findings_count, short_name
+
+        step = f"step {self.summary.step_time_us / 1000:,.2f} ms" if self.summary.step_time_us is not None else "no steps"
+        status = "" if self.status == "complete" else f", {self.status}"
+        return (f"<{type(self).__name__} {short_name(self.input.path)}: {self.summary.bottleneck}-bound, {step}, "
+                f"{findings_count(self.findings)}{status}>")
+
+    __str__ = __repr__
 
     def _repr_html_(self) -> str:
         """The HTML report's body, its style sheet confined to it (how Jupyter shows a Report)."""
@@ -331,6 +344,27 @@ class Report(_Model):
         from advisor.frames import operators_frame
 
         return operators_frame(self)
+
+    def figures(self) -> dict[str, Any]:
+        """The charts of the HTML report as matplotlib figures, by name: ``step_breakdown``, ``top_operators``,
+        ``bandwidth``, ``memory`` — those the profile has data for. Each is drawn anew; Jupyter shows one as a PNG,
+        ``savefig`` writes it."""
+        from advisor.render.charts import report_figures
+        from advisor.render.common import report_labels
+
+        return {key: drawn.figure for key, drawn in report_figures(self, report_labels(self)).items()}
+
+    def figure(self, name: str) -> Any:
+        """One chart of ``figures()`` by name; InputError when the report has no such chart."""
+        from advisor.errors import InputError
+        from advisor.render.charts import REPORT_CHARTS, report_figures
+        from advisor.render.common import report_labels
+
+        drawn = report_figures(self, report_labels(self), {name})
+        if name not in drawn:
+            known = ", ".join(REPORT_CHARTS)
+            raise InputError(f"no chart {name!r} in this report; the charts are {known} (those with data: figures())")
+        return drawn[name].figure
 
 
 def report_schema() -> dict[str, Any]:

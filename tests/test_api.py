@@ -145,11 +145,12 @@ def test_the_cli_json_and_the_api_json_are_the_same():
 def test_the_report_shows_itself_in_jupyter_as_the_html_body(report):
     page = report._repr_html_()
     assert page.startswith('<div class="advisor-report">\n<style>') and page.rstrip().endswith("</div>")
-    assert not re.search(r"<(html|head|body|meta|title|script)\b", page)
+    outside_charts = re.sub(r"<svg\b.*?</svg>", "", page, flags=re.S)  # a chart's bars have <title>s (hover)
+    assert not re.search(r"<(html|head|body|meta|title|script|style)\b", outside_charts[outside_charts.index("</style>"):])
     assert verdict_sentence(report, report_labels(report)) in page
     for finding in report.findings[:3]:
         assert finding.title in page
-    assert 'data-chart="breakdown"' in page or "<figure" in page  # the charts come along, as data URIs
+    assert 'data-chart="step_breakdown"' in page and "<svg" in page  # the charts come along, inline
     assert report._repr_markdown_() == render_markdown(report)
 
 
@@ -166,6 +167,37 @@ def test_the_style_sheet_is_confined_to_the_report(report):
     assert ids and not set(ids) & set(re.findall(r'\sid="([^"]+)"', again))
     for target in re.findall(r'href="#([^"]+)"', page):
         assert target in ids
+
+
+_ELEMENT_SELECTOR = re.compile(r"^(?:[a-z][a-z0-9]*|\*)(?![\w-])")
+
+
+@pytest.mark.parametrize("which", ["report", "comparison"])
+def test_no_element_selector_outside_the_scope(report, which):
+    """JupyterLab's table CSS must not re-align the report, nor the report's CSS restyle the notebook: every
+    selector of the one <style> (the charts have none of their own) starts at the report's container."""
+    shown = report if which == "report" else advisor.compare(FIXTURES.parent.parent / "examples" / "gpu-synthetic-2ranks", REAL)
+    page = shown._repr_html_()
+    (css,) = re.findall(r"<style[^>]*>(.*?)</style>", page, re.S)
+    selectors = [sel.strip() for block in re.findall(r"([^{}@]+)\{[^{}]*\}", re.sub(r"@media[^{]*\{", "", css))
+                 for sel in block.split(",")]
+    assert len(selectors) > 40
+    for selector in selectors:
+        assert selector.startswith(".advisor-report") and not _ELEMENT_SELECTOR.match(selector), selector
+    # JupyterLab's: a fixed table layout, 12 px, striped and highlighted rows, overridden inside the report
+    assert ".advisor-report table {table-layout: auto; font-size: inherit;}" in css
+    assert ".advisor-report tbody tr:nth-child(odd), .advisor-report tbody tr:hover {background: transparent;}" in css
+
+
+def test_two_reports_on_one_page_keep_their_charts_apart(report):
+    """Inline charts refer to their clip paths and markers by id: each report's ids, and what refers to them, get
+    a prefix of their own."""
+    pages = [report._repr_html_(), report._repr_html_()]
+    ids = [re.findall(r'\sid="([^"]+)"', page) for page in pages]
+    assert len(set(ids[0])) == len(ids[0]) and not set(ids[0]) & set(ids[1])
+    for page, own in zip(pages, ids):
+        targets = re.findall(r'(?:url\(#|href="#)([^)"]+)', page)
+        assert any("clip" in page[page.index(t) - 40: page.index(t)] for t in targets) and set(targets) <= set(own)
 
 
 def test_scope_css_rewrites_page_selectors_and_media_blocks():
@@ -262,3 +294,107 @@ def test_compare_returns_a_comparison_that_shows_itself():
     assert "step_time" in set(gap.breakdown_df()["name"])
     assert isinstance(gap.operators_df(), pd.DataFrame)
     assert advisor.render(gap, "terminal").strip()
+
+
+# --- one-line reprs, a comparison's frames, figures ---
+
+RESNET = FIXTURES / "pytorch-tutorial-resnet50"
+
+
+@pytest.mark.parametrize("path", [REAL, GPU_TRACE, TORCH_CPU], ids=["ascend", "gpu", "empty"])
+def test_a_report_repr_is_one_short_line(path):
+    shown = advisor.diagnose(path)
+    line = repr(shown)
+    assert len(line) < 200 and "\n" not in line and str(shown) == line
+    assert line.startswith(f"<Report {path.name}: {shown.summary.bottleneck}-bound, ") and line.endswith(">")
+    assert f"{len(shown.findings)} finding" in line
+    high = sum(f.severity == "high" for f in shown.findings)
+    assert (f"({high} high)" in line) == bool(high)
+    if shown.summary.step_time_us is not None:
+        assert f"step {shown.summary.step_time_us / 1000:,.2f} ms" in line
+    if shown.status != "complete":
+        assert line.endswith(f", {shown.status}>")
+
+
+def test_a_report_repr_stays_short_with_a_long_path(report):
+    line = repr(report.model_copy(update={"input": report.input.model_copy(update={"path": "/x/" + "y" * 300 + "/"})}))
+    assert len(line) < 200 and "yyy…:" in line
+
+
+@pytest.fixture(scope="module")
+def workers():
+    """The PyTorch tutorial's before/after pair: DataLoader workers 0 → 4."""
+    return advisor.compare(RESNET / "num_workers_0", RESNET / "num_workers_4")
+
+
+def test_a_comparison_repr_is_one_short_line(workers):
+    line = repr(workers)
+    assert len(line) < 200 and "\n" not in line and str(workers) == line
+    assert line.startswith("<ComparisonReport num_workers_0 → num_workers_4: step ")
+    base, target = workers.base.step_time_us, workers.target.step_time_us
+    assert f"{base / 1000:,.2f} → {target / 1000:,.2f} ms" in line
+    assert f"{(target - base) / base:+.1%}".replace("-", "−") in line
+    assert f"{len(workers.changes)} changes (1 resolved, " in line
+
+
+def test_changes_df_is_the_comparisons_changes_with_each_sides_severity_and_gain(workers):
+    frame = workers.changes_df()
+    assert list(frame.columns) == ["change", "id", "key", "title", "base_severity", "target_severity", "base_gain_us",
+                                   "target_gain_us"]
+    assert len(frame) == len(workers.changes) > 0
+    assert list(zip(frame["id"], frame["change"])) == [(c.id, c.change) for c in workers.changes]
+    # against the two reports themselves
+    base, target = advisor.diagnose(RESNET / "num_workers_0"), advisor.diagnose(RESNET / "num_workers_4")
+    before = {(f.id, f.key): f for f in base.findings}
+    after = {(f.id, f.key): f for f in target.findings}
+    assert len(frame) == len(before.keys() | after.keys())
+    for row in frame.to_dict("records"):
+        row = {k: None if not isinstance(v, list) and pd.isna(v) else v for k, v in row.items()}  # missing: NaN
+        b, t = before.get((row["id"], row["key"])), after.get((row["id"], row["key"]))
+        assert row["change"] == ("persisting" if b and t else "resolved" if b else "new")
+        assert (row["base_severity"], row["target_severity"]) == (b and b.severity, t and t.severity)
+        assert (row["base_gain_us"], row["target_gain_us"]) == (b and b.estimated_gain_us, t and t.estimated_gain_us)
+    resolved = frame[frame.change == "resolved"]
+    assert list(resolved["id"]) == ["gpu.slow_dataloader"]  # the DataLoader wait is gone with 4 workers
+
+
+def test_the_comparisons_other_frames(workers):
+    sides = workers.sides_df()
+    assert list(sides.index) == ["base", "target"] and sides.index.name == "side"
+    assert sides.loc["base", "step_time_us"] == workers.base.step_time_us
+    assert sides.loc["target", "median_step_us"] == workers.target.median_step_us
+    assert sides.loc["target", "path"] == workers.target.path
+    for method, rows in (("collectives_df", workers.collectives), ("memory_df", workers.memory)):
+        frame = getattr(workers, method)()
+        assert list(frame.columns) == ["name", "detail", "base", "target", "diff", "ratio"] and len(frame) == len(rows)
+
+
+def test_figures_are_the_html_reports_charts_as_matplotlib_figures(report):
+    from matplotlib.figure import Figure
+
+    from advisor.render.charts import REPORT_CHARTS, report_charts
+
+    figures = report.figures()
+    assert list(figures) == list(REPORT_CHARTS)  # the real capture has data for every chart
+    assert set(figures) == set(report_charts(report, report_labels(report)))
+    assert all(isinstance(f, Figure) for f in figures.values())
+    # drawn from the same data as the report's: the step breakdown's compute bars are the ranks' compute times
+    axes = figures["step_breakdown"].axes[0]
+    compute = [bar.get_width() for bar in axes.containers[0]]
+    assert compute == pytest.approx([r.compute_us / 1000 for r in report.summary.per_rank])
+    png = report.figure("memory")._repr_png_()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+    with pytest.raises(InputError, match="no chart 'pie' in this report; the charts are step_breakdown, top_operators"):
+        report.figure("pie")
+    assert advisor.diagnose(TORCH_CPU).figures() == {}
+
+
+def test_a_comparison_gives_its_charts_as_figures(workers):
+    from matplotlib.figure import Figure
+
+    figures = workers.figures()
+    assert list(figures) == ["compare_step_breakdown", "compare_operators"]
+    assert all(isinstance(f, Figure) for f in figures.values())
+    assert isinstance(workers.figure("compare_operators"), Figure)
+    with pytest.raises(InputError, match="no chart 'memory' in this comparison"):
+        workers.figure("memory")

@@ -1,11 +1,11 @@
 """The HTML report in a real browser (headless Chromium over the DevTools protocol).
 
 For the real two-rank capture and for a job with a finding in every category, in English and Chinese:
-no console errors, no network request beyond the file itself and its inline data: images, every chart
-drawn, every finding shown, no horizontal overflow on a desktop or a phone-sized screen. Low-severity
-findings are collapsed (a closed <details>, no script) and code blocks wrap instead of scrolling. The
-comparison page of `advisor compare` draws its charts the same way. Full-page screenshots are saved under
-test-artifacts/ (or $ADVISOR_TEST_ARTIFACTS) for people to look at.
+no console errors, no network request beyond the file itself, every chart drawn (inline SVG, with hover titles),
+every finding shown, no horizontal overflow on a desktop or a phone-sized screen. Low-severity findings are
+collapsed (a closed <details>, no script) and code blocks wrap instead of scrolling. The comparison page of
+`advisor compare` draws its charts the same way. Full-page screenshots are saved under test-artifacts/ (or
+$ADVISOR_TEST_ARTIFACTS) for people to look at.
 Skipped only where no Chromium is installed; .ci/run installs Debian's chromium when it is missing.
 """
 
@@ -38,8 +38,11 @@ ARTIFACTS = Path(os.environ.get("ADVISOR_TEST_ARTIFACTS", ROOT / "test-artifacts
 ALL_CHARTS = {"step_breakdown", "top_operators", "bandwidth", "memory"}
 PAGE = {
     "charts": "[...document.querySelectorAll('figure.chart')].map(f => f.dataset.chart)",
-    "charts_drawn": "[...document.querySelectorAll('figure.chart img')].every(i => i.complete && i.naturalWidth > 0)",
-    "chart_alts": "[...document.querySelectorAll('figure.chart img')].every(i => i.alt.length > 20)",
+    # inline SVG, drawn at its own proportions, named for screen readers, each bar or line with a hover title
+    "charts_drawn": "[...document.querySelectorAll('figure.chart svg')].every(s => { const r = s.getBoundingClientRect();"
+                    " const v = s.viewBox.baseVal; return r.width > 100 && Math.abs(r.height / r.width - v.height / v.width) < 0.02; })",
+    "chart_alts": "[...document.querySelectorAll('figure.chart svg')].every(s => s.getAttribute('aria-label').length > 20)",
+    "chart_titles": "[...document.querySelectorAll('figure.chart svg')].every(s => s.querySelectorAll('g > title').length > 0)",
     "findings": "[...document.querySelectorAll('article.finding h3')].map(h => h.textContent)",
     "overflow": "document.documentElement.scrollWidth - document.documentElement.clientWidth",
     "scripts": "document.scripts.length",
@@ -86,7 +89,7 @@ def _visit(browser: Chromium, report, name: str, tmp_path: Path, compared: bool 
         assert all(url == page.as_uri() or url.startswith("data:image/svg+xml") for url in visit.requests), visit.requests
         assert visit.values["scripts"] == 0 and visit.values["pwned"] == "undefined"
         assert visit.values["overflow"] <= 0, f"{name}: the page scrolls sideways by {visit.values['overflow']} px"
-        assert visit.values["charts_drawn"] and visit.values["chart_alts"]
+        assert visit.values["charts_drawn"] and visit.values["chart_alts"] and visit.values["chart_titles"]
         assert visit.values["low_closed"] and visit.values["low_rendered"] == 0 and visit.values["others_rendered"]
         assert visit.values["code_scrolls"] == 0, f"{name}: a code block scrolls instead of wrapping"
     if not compared:

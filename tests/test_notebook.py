@@ -1,5 +1,6 @@
 """The example notebook (docs/examples/diagnose.ipynb) is executed in a real Jupyter kernel, on the bundled Ascend
-example and on a real GPU trace, and its outputs are checked against the Python API run here."""
+example and on a real GPU trace, and its outputs are checked against the Python API run here: the report, its
+one-line repr, DataFrames (a comparison's changes among them) and a chart as a matplotlib figure shown as a PNG."""
 
 from __future__ import annotations
 
@@ -80,6 +81,14 @@ def _check_common(outputs: dict[str, dict], profile: str) -> advisor.Report:
     gap = advisor.compare(BASELINE, profile)
     assert outputs["compare"]["stdout"].startswith(gap.headline + "\n")
     assert "step_time" in outputs["compare"]["text/html"]
+    # the one-line reprs, a comparison's changes as a table, a chart as a figure shown as a PNG
+    assert outputs["summary"]["stdout"].startswith(repr(report) + "\n") and len(repr(report)) < 200
+    assert outputs["changes"]["stdout"] == repr(gap) + "\n"
+    changes = outputs["changes"]["text/html"]
+    assert "<table" in changes and "base_gain_us" in changes and "target_severity" in changes
+    assert gap.changes and all(change.id in changes for change in gap.changes)
+    assert outputs["figure"]["stdout"] == f"{sorted(report.figures())}\n"
+    assert outputs["figure"]["image/png"] and "Figure size" in outputs["figure"]["text/plain"]
     return report
 
 

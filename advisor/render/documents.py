@@ -74,12 +74,26 @@ def render_html(report: Report, view: View = FULL) -> str:
 
 
 def figure(chart: Chart | None) -> Markup:
-    """A chart as an <img> of its SVG (a data URI: no network, no ids clashing between charts)."""
+    """A chart as inline SVG (no network; its ids prefixed with its key, so charts never share one), its description
+    the accessible name and each bar, marker and line a hover title (``Chart.inline``)."""
     if chart is None:
         return Markup("")
-    return Markup(
-        '<figure class="chart" data-chart="{key}"><img src="{src}" alt="{alt}"><figcaption>{title}</figcaption></figure>'
-    ).format(key=chart.key, src=chart.data_uri, alt=chart.description, title=chart.title)
+    return Markup('<figure class="chart" data-chart="{key}">\n{svg}<figcaption>{title}</figcaption></figure>').format(
+        key=chart.key, svg=Markup(chart.inline()), title=chart.title)
+
+
+_REFERENCE = re.compile(r"^(?P<text>.*?)\s*<(?P<url>[^<>\s]+)>$", re.S)
+
+
+def reference_html(reference: str) -> Markup:
+    """A prescription's reference (``title — document <url>``, ``knowledge.public_reference``) in HTML: a link to
+    its address when that is an http(s) URL, the text escaped either way; any other address stays text."""
+    reference = strip_control(reference)
+    match = _REFERENCE.match(reference)
+    if match is None or not re.match(r"https?://[^\s\"'<>]+$", match["url"], re.I):
+        return Markup("{}").format(reference)
+    return Markup('<a href="{url}" rel="noopener noreferrer">{text}</a>').format(url=match["url"],
+                                                                              text=match["text"] or match["url"])
 
 
 def md_escape(text: str) -> str:
@@ -131,6 +145,7 @@ def environment(kind: str) -> Environment:
     )
     if html:
         env.filters["trusted"] = _html_trusted
+        env.filters["reference"] = reference_html
         return env
     env.filters["trusted"] = lambda text: Markup(md_knowledge(text))  # no links, images or HTML from packs
     env.filters["code"] = lambda text: Markup(str(text).replace("`", "'"))

@@ -23,12 +23,17 @@ def html_fragment(document: str, scope: str = SCOPE_CLASS) -> str:
     body = _BODY.search(document)
     if body is None:
         raise ValueError("not an HTML document: no <body>")
-    # notebooks style tables themselves (JupyterLab: a fixed layout): the report's tables size to their content
-    css = "\n".join([f".{scope} table {{table-layout: auto;}}",
+    # notebooks style tables themselves (JupyterLab: a fixed layout, 12 px, right-aligned cells, striped and
+    # highlighted rows): the report's tables keep their own look, these rules being as specific as JupyterLab's and
+    # later on the page (the rest of the look is the report's style sheet, scoped below)
+    css = "\n".join([f".{scope} table {{table-layout: auto; font-size: inherit;}}",
+                     f".{scope} td, .{scope} th {{line-height: inherit; max-width: none;}}",
+                     f".{scope} tbody tr:nth-child(odd), .{scope} tbody tr:hover {{background: transparent;}}",
                      *(scope_css(block, f".{scope}") for block in _STYLE.findall(document))])
     prefix = f"{scope}-{next(_FRAGMENT_IDS)}-"
     content = re.sub(r'(\sid=")([^"]+")', rf"\1{prefix}\2", body.group(1))
-    content = re.sub(r'(\shref="#)([^"]+")', rf"\1{prefix}\2", content)
+    content = re.sub(r'(\s(?:xlink:)?href="#)([^"]+")', rf"\1{prefix}\2", content)  # links, and the charts' <use>
+    content = re.sub(r'(\sclip-path="url\(#)([^)"]+\)")', rf"\1{prefix}\2", content)  # the charts' clip paths
     return f'<div class="{scope}">\n<style>\n{css}\n</style>\n{content.strip()}\n</div>\n'
 
 
