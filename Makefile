@@ -14,7 +14,7 @@ EXAMPLE := examples/ascend-level1-2ranks
 # synthetic PyTorch traces (see its README)
 GPU_EXAMPLE := examples/gpu-synthetic-2ranks
 
-.PHONY: demo test wheels crosscheck schema docs screenshot corpus clean
+.PHONY: demo test wheels crosscheck schema docs fact-examples screenshot corpus clean
 
 # The distribution is ascend-perf-advisor (the command and the module are advisor; PyPI's `advisor` is another
 # project): a venv made before the rename holds this one as `advisor`, which the uninstall takes out.
@@ -66,6 +66,9 @@ docs: $(BIN)/advisor
 	$(BIN)/advisor rules docs -o docs/rules
 	$(BIN)/python docs/readme_excerpt.py
 	$(BIN)/python docs/seed_coverage.py
+
+fact-examples: $(BIN)/advisor
+	$(BIN)/python docs/fact_examples.py
 
 clean:
 	rm -rf $(VENV) out build dist .pytest_cache

@@ -511,7 +511,8 @@ def _catalogue(family: str | None) -> list[dict[str, Any]]:
     return [
         {"family": name, "kind": "derived by rules" if model.derived else "measured",
          "description": " ".join((model.__doc__ or "").split()), "source": model.source,
-         "fields": [{"name": n, "type": t, "unit": u, "meaning": m} for n, t, u, m in field_rows(model)]}
+         "fields": [{"name": n, "type": t, "unit": u, "meaning": m, **({"real_profiles": seen} if seen else {})}
+                    for n, t, u, m, seen in field_rows(model)]}
         for name, model in FACT_FAMILIES.items() if family in (None, name)
     ]
 

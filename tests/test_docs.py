@@ -24,6 +24,22 @@ def test_fact_catalogue_doc_is_generated_from_the_models():
     assert (DOCS / "facts.md").read_text(encoding="utf-8") == catalogue_markdown(), "run `make docs`"
 
 
+def test_fact_examples_are_what_the_real_profiles_give():
+    """The catalogue's 'on the real profiles' column (issue 32, item 3: a rule written from the docs said 'Atlas A2/A3'
+    where the profiles say 'Atlas A2/A3 (Ascend 910B/910C)') comes from advisor/facts/examples.json, which must be what
+    the bundled real profiles' facts are today."""
+    import importlib.util
+
+    from advisor.facts.catalogue import seen_text
+
+    spec = importlib.util.spec_from_file_location("fact_examples", DOCS / "fact_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.TARGET.read_text(encoding="utf-8") == module.text(), "run `make fact-examples` (then `make docs`)"
+    assert seen_text("context", "hardware").startswith("one of 'Atlas A2/A3 (Ascend 910B/910C)'")
+    assert "'PYTORCH_NPU_ALLOC_CONF'" in seen_text("environment", "name")
+
+
 def test_readme_markdown_excerpt_matches_todays_report():
     """The README quotes what `advisor diagnose examples/ascend-level1-2ranks -f md` prints: the brief report, whole."""
     import advisor

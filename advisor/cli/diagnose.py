@@ -172,8 +172,8 @@ def _print_catalogue(family: str | None) -> None:
         kind = "derived by rules" if model.derived else "measured"
         typer.echo(f"{name} ({kind}): {' '.join((model.__doc__ or '').split())}")
         typer.echo(f"  source: {model.source}")
-        for field_name, field_type, unit, meaning in field_rows(model):
-            typer.echo(f"  {field_name:<26} {field_type:<7} {unit:<6} {meaning}")
+        for field_name, field_type, unit, meaning, seen in field_rows(model):
+            typer.echo(f"  {field_name:<26} {field_type:<7} {unit:<6} {meaning}" + (f" [real profiles: {seen}]" if seen else ""))
         typer.echo("")
 
 

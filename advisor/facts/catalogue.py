@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import types
 import typing
+from functools import cache
+from importlib import resources
 from typing import Annotated, Any, Literal, Union
 
 from advisor.facts.models import FACT_FAMILIES, Fact
@@ -13,8 +16,8 @@ _UNITS = (("_us", "µs"), ("_ms", "ms"), ("_mb", "MB"), ("_gbps", "GB/s"), ("_mh
 HIDDEN_FIELDS = ("sources",)
 
 
-def field_rows(model: type[Fact]) -> list[tuple[str, str, str, str]]:
-    """(field, kind, unit or range, description) for every field a rule can use."""
+def field_rows(model: type[Fact]) -> list[tuple[str, str, str, str, str]]:
+    """(field, kind, unit or range, description, values seen in the real profiles) for every field a rule can use."""
     rows = []
     for name, info in model.model_fields.items():
         if name in HIDDEN_FIELDS:
@@ -23,8 +26,30 @@ def field_rows(model: type[Fact]) -> list[tuple[str, str, str, str]]:
         lo, hi = field_bounds(model, name)
         if not unit and (lo is not None or hi is not None):
             unit = f"{lo if lo is not None else '…'}..{hi if hi is not None else '…'}"
-        rows.append((name, field_kind(model, name), unit, info.description or ""))
+        rows.append((name, field_kind(model, name), unit, info.description or "", seen_text(model.family, name)))
     return rows
+
+
+@cache
+def _examples() -> dict[str, dict[str, dict[str, Any]]]:
+    """advisor/facts/examples.json: the values each field takes on the bundled real profiles (docs/fact_examples.py)."""
+    return json.loads(resources.files("advisor.facts").joinpath("examples.json").read_text(encoding="utf-8"))
+
+
+def seen_text(family: str, name: str) -> str:
+    """The values a field takes on the bundled real profiles, in words: all of a text or yes/no field's ('one of'),
+    else the first few ('e.g.'); '' where none has it."""
+    entry = _examples().get(family, {}).get(name)
+    if not entry:
+        return ""
+    shown = ", ".join(f"'{v}'" if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else f"{v:,}"
+                      for v in entry["values"])
+    closed = all(isinstance(v, (str, bool)) for v in entry["values"]) and not entry["more"]
+    return f"one of {shown}" if closed and len(entry["values"]) > 1 else f"e.g. {shown}" + (", …" if entry["more"] else "")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def catalogue_markdown() -> str:
@@ -34,14 +59,17 @@ def catalogue_markdown() -> str:
         "",
         "Generated from `advisor/facts/models.py` by `make docs` (a test fails when it is out of date).",
         "Rules test these fields; `advisor facts PATH` prints the facts of a profile. Times are per step unless",
-        "a field says otherwise; MB for memory is 1024² bytes, for communication 10⁶ bytes.",
+        "a field says otherwise; MB for memory is 1024² bytes, for communication 10⁶ bytes. The last column shows",
+        "the values each field takes on the 16 bundled real profiles (advisor/facts/examples.json, written by",
+        "`make fact-examples`): 'one of' lists every value they give a text field, 'e.g.' the first few.",
         "",
     ]
     for family, model in FACT_FAMILIES.items():
         kind = "derived by rules" if model.derived else "measured"
         lines += [f"## `{family}` ({kind})", "", (model.__doc__ or "").strip().replace("\n    ", "\n"), "",
-                  f"Source: {model.source}.", "", "| Field | Type | Unit | Meaning |", "|---|---|---|---|"]
-        lines += [f"| `{n}` | {k} | {u} | {d} |" for n, k, u, d in field_rows(model)]
+                  f"Source: {model.source}.", "", "| Field | Type | Unit | Meaning | On the real profiles |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| `{n}` | {k} | {u} | {d} | {_cell(seen)} |" for n, k, u, d, seen in field_rows(model)]
         lines.append("")
     return "\n".join(lines)
 

@@ -47,7 +47,7 @@ class ContextFact(Fact):
     aic_metrics: str | None = Field(None, description="AI Core metric set collected, e.g. ACL_AICORE_PIPE_UTILIZATION.")
     torch_npu_version: str | None = Field(None, description="torch_npu version (profiler_info, torch_npu >= 2.5).")
     cann_version: str | None = Field(None, description="CANN version (profiler_info, or the device info.json).")
-    hardware: str | None = Field(None, description="Chip family inferred from the PMU columns, e.g. 'Atlas A2/A3'; the GPU's name from deviceProperties.")
+    hardware: str | None = Field(None, description="Chip family inferred from the PMU columns, e.g. 'Atlas A2/A3 (Ascend 910B/910C)'; the GPU's name from deviceProperties, e.g. 'NVIDIA H200'.")
     compute_capability: str | None = Field(None, description="The GPU's CUDA compute capability, e.g. '7.0' (Volta), '8.0' (Ampere), '9.0' (Hopper) (deviceProperties).")
     ai_core_count: int | None = Field(None, ge=0, description="AI (cube) cores per device (device info.json).")
     vector_core_count: int | None = Field(None, ge=0, description="AI vector cores per device (device info.json).")
