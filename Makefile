@@ -13,6 +13,8 @@ PYTHON_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/nul
 EXAMPLE := examples/ascend-level1-2ranks
 # synthetic PyTorch traces (see its README)
 GPU_EXAMPLE := examples/gpu-synthetic-2ranks
+# the PyTorch profiler tutorial's real ResNet-50 traces, DataLoader num_workers 0 then 4: the demo's before/after pair
+TUTORIAL := tests/fixtures/pytorch-tutorial-resnet50
 
 .PHONY: demo test wheels crosscheck schema docs fact-examples screenshot corpus clean
 
@@ -35,7 +37,7 @@ demo: $(BIN)/advisor
 	$(BIN)/advisor diagnose $(EXAMPLE) -o out/report.json
 	$(BIN)/advisor diagnose $(EXAMPLE) --lang zh -o out/report.zh.html
 	$(BIN)/advisor diagnose $(GPU_EXAMPLE) -o out/gpu-report.html
-	$(BIN)/advisor compare $(GPU_EXAMPLE) $(EXAMPLE) -o out/compare.html
+	$(BIN)/advisor compare $(TUTORIAL)/num_workers_0 $(TUTORIAL)/num_workers_4 -o out/compare.html
 
 test: $(BIN)/advisor
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

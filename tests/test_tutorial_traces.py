@@ -179,3 +179,24 @@ def test_cudnn_fp32_convolutions_count_as_cuda_core_math(reports):
     thirds of the compute time, not only the sgemm kernels' fifth."""
     (gpu,) = [f for f in reports["num_workers_0"].facts if f["type"] == "gpu"]
     assert gpu["fp32_gemm_share"] == pytest.approx(0.665, abs=0.01)
+
+
+def test_the_readme_quotes_todays_numbers_for_the_pair(reports):
+    """Issue 29, item 8: the README's tutorial paragraph is what advisor says on these traces today."""
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").split())
+    before, after = reports["num_workers_0"], reports["num_workers_4"]
+    loader = before.findings[0]
+    result = compare(TUTORIAL / "num_workers_0", TUTORIAL / "num_workers_4")
+    check = result.gain_check
+    launch = next(f for f in after.findings if f.id == "gpu.launch_bound")
+    quoted = [
+        f"advisor reports a {before.summary.step_time_us / 1000:.1f} ms step with `num_workers=0`",
+        f"{loader.estimated_gain_us / 1000:.1f} ms of GPU idle per step",
+        f"with `num_workers=4` a {after.summary.step_time_us / 1000:.1f} ms step",
+        f"then the GPU waiting for launches ({launch.estimated_gain_us / 1000:.1f} ms)",
+        f"the step got {(1 - result.target.step_time_us / result.base.step_time_us) * 100:.1f} % shorter",
+        f"the step saved {check.delivered_ratio * 100:.0f} % of its estimate",
+        f"the launch wait grew by {check.came_back[0].grown_us / 1000:.1f} ms",
+    ]
+    for text in quoted:
+        assert text in readme, f"README out of date: expected {text!r}"
