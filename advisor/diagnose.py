@@ -127,6 +127,11 @@ def build_report(result: Analysis, book: RuleBook, lang: Lang, path: str) -> Rep
         SkippedFile(file=pack.root, reason=f"rule pack not loaded: {len(pack.problems)} problem(s), first: {pack.problems[0]}")
         for pack in book.skipped
     ]
+    skipped += [
+        SkippedFile(file=left.file, reason=f"rule file left out of rule pack {left.pack!r}, whose other files were loaded: "
+                                           f"{len(left.problems)} problem(s), first: {left.problems[0]}")
+        for left in book.skipped_files
+    ]
     return Report(
         tool=ToolInfo(version=VERSION, packs=[_pack_used(p) for p in book.packs]),
         lang=lang,
@@ -142,7 +147,9 @@ def build_report(result: Analysis, book: RuleBook, lang: Lang, path: str) -> Rep
             skipped=skipped,
             partly_read=[SkippedFile(file=s.file, reason=s.reason) for s in profile.coverage.partly_read],
             warnings=collapse_repeats(profile.coverage.warnings + facts.warnings
-                                      + [f"rule pack {pack.root}: {problem}" for pack in book.skipped for problem in pack.problems]),
+                                      + [f"rule pack {pack.root}: {problem}" for pack in book.skipped for problem in pack.problems]
+                                      + [f"rule pack {left.pack}: {problem}" for left in book.skipped_files
+                                         for problem in left.problems[1:]]),  # the first is in the skipped line
         ),
     )
 
@@ -155,6 +162,7 @@ def _pack_used(pack) -> PackUsed:
         knowledge=len(pack.knowledge),
         overrides=pack.overrides,
         disabled=pack.disabled,
+        version=pack.version,
     )
 
 

@@ -1,4 +1,4 @@
-"""``advisor rules lint``: every problem in a rule pack, as ``file:line: message``.
+"""``advisor rules lint``: every problem in a rule pack, as ``file:line:column: message``.
 
 Lint reports what loading would refuse (schema errors, unknown fact families and fields, regexes the
 engine cannot run, conditions that can never be true, unknown knowledge ids, duplicate ids, unknown
@@ -25,7 +25,7 @@ from advisor.rulebook import (
     Rule,
     RuleBook,
     apply_pack,
-    line_in,
+    position_in,
     read_pack,
 )
 from advisor.engine.spec import case_fact
@@ -88,13 +88,13 @@ def _rule_problems(rule: Rule) -> list[str]:
     expects = {case.expect for case in spec.tests}
     for expect in ("fire", "quiet"):
         if expect not in expects:
-            problems.append(f"{path}:{line_in(path, ['tests'])}: no test case with 'expect: {expect}'")
+            problems.append(f"{path}:{position_in(path, ['tests'])}: no test case with 'expect: {expect}'")
     for index, case in enumerate(spec.tests):
         for number, raw in enumerate(case.facts):
             try:
                 case_fact(raw, "lint")
             except ValueError as exc:
-                problems.append(f"{path}:{line_in(path, ['tests', index, 'facts', number])}: test {case.name!r}: {exc}")
+                problems.append(f"{path}:{position_in(path, ['tests', index, 'facts', number])}: test {case.name!r}: {exc}")
     problems.extend(_unkept_api_names(rule))
     texts: list[tuple[str, Text | None]] = [("title", spec.title), ("description", spec.description)]
     if spec.then.recommend:
@@ -103,7 +103,7 @@ def _rule_problems(rule: Rule) -> list[str]:
         if text is None:
             continue
         if not text.zh:
-            problems.append(f"{path}:{line_in(path, [name])}: {name} has no Chinese text (give {{en: …, zh: …}})")
+            problems.append(f"{path}:{position_in(path, [name])}: {name} has no Chinese text (give {{en: …, zh: …}})")
         problems.extend(_todo(path, [name], text))
     return problems
 
@@ -120,7 +120,7 @@ def _unkept_api_names(rule: Rule) -> list[str]:
             names += [value for test, values in condition.where["name"].comparisons() if test == "in" for value in values]
             for platform in rule.spec.platforms:
                 for name in (n for n in names if isinstance(n, str) and not kept_api(platform, n)):
-                    problems.append(f"{rule.path}:{line_in(rule.path, [*location, 'where', 'name'])}: api name {name!r} "
+                    problems.append(f"{rule.path}:{position_in(rule.path, [*location, 'where', 'name'])}: api name {name!r} "
                                     f"is never kept by the {platform} readers, so this condition never holds there "
                                     f"(they keep {API_OPS[platform].pattern})")
     return problems
@@ -141,5 +141,5 @@ def _knowledge_problems(root: Path, entry_id: str, entry: KnowledgeEntry) -> lis
 
 def _todo(path: Path, loc: list, text: Text) -> list[str]:
     if any(TODO in (value or "") for value in (text.en, text.zh)):
-        return [f"{path}:{line_in(path, loc)}: {'.'.join(map(str, loc))} is unfinished (still says {TODO})"]
+        return [f"{path}:{position_in(path, loc)}: {'.'.join(map(str, loc))} is unfinished (still says {TODO})"]
     return []

@@ -37,6 +37,14 @@ class PackUsed(_Model):
     knowledge: int
     overrides: list[str] = Field(default_factory=list, description="Ids of earlier rules/knowledge it replaced.")
     disabled: list[str] = Field(default_factory=list, description="Ids of earlier rules it switched off.")
+    version: str | None = Field(None, description="The version its pack.yaml states (absent when it states none).")
+
+    @model_serializer(mode="wrap")
+    def _stated_version_only(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("version") is None:
+            data.pop("version", None)
+        return data
 
 
 class ToolInfo(_Model):

@@ -18,7 +18,7 @@ title:
   en: "TODO: the problem in a few words, as a finding title"
   zh: "TODO: 用一句话说明问题"
 category: {category}
-platforms: [ascend]                 # where it runs: ascend (NPU profiles), gpu (PyTorch traces), or both
+platforms: [ascend]                 # where it runs: [ascend] (NPU profiles), [gpu] (PyTorch traces), or [ascend, gpu]
 description:
   en: "TODO: what the rule detects, from which facts, and why it costs time."
   zh: "TODO: 规则检测什么、依据哪些事实、为什么耗时。"
@@ -56,7 +56,7 @@ title:
   en: "TODO: the fix, as an imperative"
   zh: "TODO: 修复方法"
 category: {category}
-platforms: [ascend]                 # where the advice holds: ascend, gpu, or both
+platforms: [ascend]                 # where the advice holds: [ascend], [gpu], or [ascend, gpu]
 problem:
   en: "TODO: why this pattern is slow, in the reader's terms."
   zh: "TODO: 为什么这种情况慢。"

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("facts",),
     # match: the rule engine, then rule packs, knowledge and the tools that write and check them
     ("engine",),
-    ("knowledge", "gates", "scaffold", "rulebook", "lint", "ruledocs"),
+    ("knowledge", "gates", "scaffold", "validation", "rulebook", "lint", "ruledocs", "packbuild"),
     # show: the renderers (they name the report models in annotations only), then the documents they render,
     # which render themselves in Jupyter
     ("render",),

@@ -128,7 +128,7 @@ def test_an_action_the_facts_contradict_is_left_out(tmp_path):
 def test_a_presupposition_on_an_unknown_field_is_a_lint_error(tmp_path):
     pack = _pack(tmp_path / "pack", "presupposes:\n  - requirement: {en: x, zh: x}\n"
                                     "    contradicted_by: {fact: gpu, where: {graph_launches: {gt: 0}}}")
-    with pytest.raises(RuleError, match=r"team.faster_kernels.yaml:\d+: presupposes.0.contradicted_by.graph_launches: "
+    with pytest.raises(RuleError, match=r"team.faster_kernels.yaml:\d+:\d+: presupposes.0.contradicted_by.graph_launches: "
                                         r"gpu has no field 'graph_launches'"):
         load_rulebook([pack])
 

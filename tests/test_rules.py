@@ -141,7 +141,7 @@ def test_condition_mistakes_are_rejected(tmp_path, when, message):
 @pytest.mark.parametrize(
     ("then", "extra", "message"),
     [
-        ("then:\n  recommend: [nope.entry]\n  gain_us: 1\n", 'explain: "x"\n', "unknown knowledge id(s) nope.entry"),
+        ("then:\n  recommend: [nope.entry]\n  gain_us: 1\n", 'explain: "x"\n', "unknown knowledge id 'nope.entry'"),
         ("then:\n  recommend: [operator.dominant_type]\n  gain_us: __import__('os')\n", 'explain: "x"\n', "is not allowed"),
         ("then:\n  recommend: [operator.dominant_type]\n  gain_us: o.op_type\n", 'explain: "x"\n', "o.op_type is not a number"),
         ("then:\n  recommend: [operator.dominant_type]\n  gain_us: 1\n", 'explain: "{x.rank}"\n', "'x' is not an alias"),
@@ -157,7 +157,7 @@ def test_then_mistakes_are_rejected(tmp_path, then, extra, message):
 
 def test_schema_errors_point_at_the_line(tmp_path):
     error = _load(tmp_path, _rule(extra='explain: "x"\nseverity: severe\n'))
-    assert "custom.rule.yaml:14: severity:" in error
+    assert "custom.rule.yaml:14:1: severity: 'severe' is not one of auto, high, medium, low" in error
 
 
 def test_yaml_tags_that_construct_objects_are_refused(tmp_path):

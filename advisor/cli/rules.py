@@ -1,4 +1,4 @@
-"""``advisor rules``: list, show, lint, test, scaffold and document rules."""
+"""``advisor rules``: list, show, lint, test, scaffold, document and package rules."""
 
 from __future__ import annotations
 
@@ -187,19 +187,56 @@ def rules_new_command(
 def rules_docs_command(
     output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Directory to write the catalogue into.")],
     rules: RulesOption = None,
+    pack_names: Annotated[Optional[list[str]], typer.Option("--pack", metavar="NAME", help="Document only this loaded pack (an installed one, or built-in; repeatable).")] = None,
 ) -> None:
     """Write a Markdown catalogue: an index and one page per rule and per knowledge entry.
 
+    Without options: the built-in rules. With --rules: the pages of those packs only; with --pack: of the packs of
+    that name (installed packs included).
+
     \b
-    Example:
-      advisor rules docs -o docs/rules --rules team-pack/
+    Examples:
+      advisor rules docs -o team-docs --rules team-pack/
+      advisor rules docs -o docs/rules
     """
     from advisor.rulebook import load_rulebook
     from advisor.ruledocs import write_rule_docs
 
     with guard(False):
+        book = load_rulebook(rules or [], installed=bool(pack_names))
+        loaded = [pack.name for pack in book.packs]
+        if pack_names:
+            unknown = [name for name in pack_names if name not in loaded]
+            if unknown:
+                raise errors.InputError(f"no rule pack named {unknown[0]!r}; the packs loaded: {', '.join(loaded)}")
+            chosen: set[str] | None = set(pack_names)
+        elif rules:
+            chosen = {pack.name for pack in book.packs[1:]}
+        else:
+            chosen = None
         try:
-            written = write_rule_docs(load_rulebook(rules or [], installed=False), output)
+            written = write_rule_docs(book, output, chosen)
         except OSError as exc:
             raise errors.InputError(f"{output}: cannot write the catalogue ({exc.strerror or exc})") from exc
         typer.echo(f"wrote {len(written)} page(s) to {output}")
+
+
+@command(rules_app, "package")
+def rules_package_command(
+    pack: Annotated[Path, typer.Argument(metavar="PACK_DIR", help="The rule pack directory (rules/, knowledge/, pack.yaml).")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIST_DIR", help="Directory to write the wheel into.")] = Path("dist"),
+) -> None:
+    """Build a wheel of a rule pack: `pip install` it, and every advisor in that environment loads the pack.
+
+    The pack must load without a problem and its pack.yaml must state a version; requires_advisor becomes the
+    wheel's requirement on advisor.
+
+    \b
+    Example:
+      advisor rules package team-pack/ -o dist/ && pip install dist/advisor_pack_team-1.0.0-py3-none-any.whl
+    """
+    from advisor.packbuild import package_pack
+
+    with guard(False):
+        wheel = package_pack(pack, output)
+        typer.echo(f"built {wheel}")

@@ -9,8 +9,10 @@ or can never be true is rejected with a message instead of silently never firing
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
@@ -30,8 +32,24 @@ RULE_ID = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 _RESERVED_FIELDS = {"family", "sid"}
 GAIN_UNKNOWN = "unknown"
 COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte", "matches", "imatches", "exists", "in")
+# What authors write for an operator, by the operator it stands for (difflib finds the rest: ge → gte, le → lte).
+OPERATOR_SYNONYMS = {">": "gt", ">=": "gte", "<": "lt", "<=": "lte", "=": "eq", "==": "eq", "!=": "ne", "neq": "ne",
+                     "regex": "matches", "match": "matches", "imatch": "imatches", "one_of": "in"}
 _NUMERIC_OPS = {"gt", "gte", "lt", "lte"}
 _TEXT_OPS = {"matches", "imatches"}
+
+
+def did_you_mean(word: object, candidates: Iterable[str], synonyms: dict[str, str] | None = None) -> str:
+    """`` — did you mean 'X'?`` for the candidate closest to ``word`` (or the one ``synonyms`` maps it to); '' when
+    none is close."""
+    names = list(candidates)
+    if not isinstance(word, str):
+        return ""
+    if synonyms and synonyms.get(word) in names:
+        return f" — did you mean {synonyms[word]!r}?"
+    lowered = {name.lower(): name for name in names}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return f" — did you mean {lowered[close[0]]!r}?" if close and lowered[close[0]] != word else ""
 
 
 class _Model(BaseModel):
@@ -282,6 +300,7 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
     problems: list[RuleProblem] = []
     aliases: dict[str, type[Fact]] = {}
     negated: list[str] = []
+    unknown: set[str] = set()  # aliases of conditions on unknown families
     for group_index, group in enumerate(spec.when.located_groups()):
         if group and isinstance(group[0][1], NotCondition):
             problems.append(RuleProblem("when: a condition list cannot start with 'not' (durable-rules never fires it); "
@@ -293,7 +312,9 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
             where = f"when: {inner.alias}"
             model = FACT_FAMILIES.get(inner.fact)
             if model is None:
-                problems.append(RuleProblem(f"{where}: unknown fact family {inner.fact!r} (known: {', '.join(FACT_FAMILIES)})", loc))
+                problems.append(RuleProblem(f"{where}: unknown fact family {inner.fact!r}{did_you_mean(inner.fact, FACT_FAMILIES)} "
+                                            f"(known: {', '.join(FACT_FAMILIES)})", (*loc, "fact")))
+                unknown.add(inner.alias)  # its fields are not checked, nor references to them
                 continue
             if not _ALIAS.match(inner.alias):
                 problems.append(RuleProblem(f"{where}: alias must be lower-case letters, digits and '_'", loc))
@@ -314,7 +335,7 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
             defined[inner.alias] = model
         if group_index == 0 or spec.when.any is not None:
             aliases.update({a: m for a, m in defined.items()})
-    compiled = _compile_expressions(spec, aliases, problems)
+    compiled = _compile_expressions(spec, aliases, problems, unknown)
     return problems, compiled
 
 
@@ -323,7 +344,8 @@ def check_condition(condition: FactCondition, where: str) -> list[str]:
     presupposition): an unknown family, a field it lacks, a comparison its field cannot take."""
     model = FACT_FAMILIES.get(condition.fact)
     if model is None:
-        return [f"{where}: unknown fact family {condition.fact!r} (known: {', '.join(FACT_FAMILIES)})"]
+        return [f"{where}: unknown fact family {condition.fact!r}{did_you_mean(condition.fact, FACT_FAMILIES)} "
+                f"(known: {', '.join(FACT_FAMILIES)})"]
     return [text for field, predicate in condition.where.items()
             for text in _check_predicate(f"{where}.{field}", model, field, predicate, {})]
 
@@ -333,8 +355,8 @@ def _check_predicate(
 ) -> list[str]:
     problems: list[str] = []
     if field in _RESERVED_FIELDS or field not in model.model_fields:
-        fields = ", ".join(f for f in model.model_fields if f != "sources")
-        return [f"{where}: {model.family} has no field {field!r} (fields: {fields})"]
+        fields = [f for f in model.model_fields if f != "sources"]
+        return [f"{where}: {model.family} has no field {field!r}{did_you_mean(field, fields)} (fields: {', '.join(fields)})"]
     kind = field_kind(model, field)
     if kind == "list":
         return [f"{where}: list fields cannot be compared"]
@@ -346,7 +368,8 @@ def _check_predicate(
             if ref_model is None:
                 problems.append(f"{where}: {op} refers to {operand.alias!r}, which is not an earlier condition")
             elif operand.field not in ref_model.model_fields:
-                problems.append(f"{where}: {op} refers to {operand.ref!r}, but {ref_model.family} has no such field")
+                problems.append(f"{where}: {op} refers to {operand.ref!r}, but {ref_model.family} has no such field"
+                                f"{did_you_mean(operand.field, _settable(ref_model))}")
             elif field_kind(ref_model, operand.field) != kind:
                 problems.append(f"{where}: {op} compares a {kind} field with the {field_kind(ref_model, operand.field)} {operand.ref!r}")
             continue
@@ -377,15 +400,18 @@ def _check_predicate(
 
 
 def _compile_expressions(
-    spec: RuleSpec, aliases: dict[str, type[Fact]], problems: list[RuleProblem]
+    spec: RuleSpec, aliases: dict[str, type[Fact]], problems: list[RuleProblem], unknown: set[str] | None = None
 ) -> CompiledExpressions | None:
     def check_refs(what: str, loc: Location, refs) -> None:
         for ref in refs:
             model = aliases.get(ref.alias)
+            if model is None and ref.alias in (unknown or ()):
+                continue  # the condition's unknown family is the problem, said once
             if model is None:
                 problems.append(RuleProblem(f"{what}: {ref.alias!r} is not an alias of this rule ({', '.join(aliases) or 'none'})", loc))
             elif ref.field not in model.model_fields or ref.field in _RESERVED_FIELDS:
-                problems.append(RuleProblem(f"{what}: {model.family} has no field {ref.field!r}", loc))
+                problems.append(RuleProblem(f"{what}: {model.family} has no field {ref.field!r}"
+                                            f"{did_you_mean(ref.field, _settable(model))}", loc))
 
     at: Location = ("then", "gain_us")  # what is being compiled, for an ExpressionError
     try:
@@ -434,7 +460,8 @@ def _derived_values(spec: RuleSpec, aliases, problems: list[RuleProblem], check_
         return {}
     model = FACT_FAMILIES.get(derivation.fact)
     if model is None:
-        problems.append(RuleProblem(f"then.assert: unknown fact family {derivation.fact!r}", ("then", "assert", "fact")))
+        problems.append(RuleProblem(f"then.assert: unknown fact family {derivation.fact!r}"
+                                    f"{did_you_mean(derivation.fact, FACT_FAMILIES)}", ("then", "assert", "fact")))
         return {}
     if not model.derived:
         problems.append(RuleProblem(f"then.assert: {derivation.fact!r} is a measured family; rules may only assert derived ones",
@@ -443,7 +470,8 @@ def _derived_values(spec: RuleSpec, aliases, problems: list[RuleProblem], check_
     for field, value in derivation.values.items():
         loc = ("then", "assert", "values", field)
         if field not in model.model_fields or field in ("id", "sources"):
-            problems.append(RuleProblem(f"then.assert.{field}: {derivation.fact} has no settable field {field!r}", loc))
+            problems.append(RuleProblem(f"then.assert.{field}: {derivation.fact} has no settable field {field!r}"
+                                        f"{did_you_mean(field, [f for f in _settable(model) if f != 'id'])}", loc))
             continue
         if isinstance(value, str) and value.startswith("="):
             expression = Expression(value[1:])
@@ -452,6 +480,11 @@ def _derived_values(spec: RuleSpec, aliases, problems: list[RuleProblem], check_
         else:
             values[field] = value
     return values
+
+
+def _settable(model: type[Fact]) -> list[str]:
+    """The fields of a fact family a rule can name."""
+    return [f for f in model.model_fields if f not in _RESERVED_FIELDS and f != "sources"]
 
 
 def _never_true(op: str, value: float, bounds: tuple[float | None, float | None]) -> bool:
@@ -476,7 +509,7 @@ def case_fact(raw: dict[str, Any], fact_id: str) -> Fact:
     for name, value in values.items():
         info = model.model_fields.get(name)
         if info is None or name in ("id", "sources"):
-            raise ValueError(f"{family} has no field {name!r}")
+            raise ValueError(f"{family} has no field {name!r}{did_you_mean(name, [f for f in _settable(model) if f != 'id'])}")
         adapter = TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation)
         try:
             checked[name] = adapter.validate_python(value)
