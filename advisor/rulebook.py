@@ -524,11 +524,6 @@ def section_text(path: Path, key: str) -> str:
     return ""
 
 
-def line_in(path: Path, loc: Sequence[Any]) -> int:
-    """The 1-based line of the YAML node at ``loc`` (keys and list indexes) in ``path``; 1 when not found."""
-    return _line_of(_compose(path), loc)
-
-
 def position_in(path: Path, loc: Sequence[Any]) -> str:
     """``LINE:COLUMN`` (1-based) of the YAML value at ``loc`` (keys and list indexes) in ``path``: where its text
     starts (the deepest node found when the rest of ``loc`` is not in the file; 1:1 when none is)."""
@@ -563,20 +558,3 @@ def _at(node: yaml.Node | None, loc: Sequence[Any]) -> str:
             node = node.value[key]
             mark = node.start_mark
     return f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"
-
-
-def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int:
-    """The 1-based line of the deepest YAML node along a location (a rule problem's, or a pydantic error's)."""
-    line = node.start_mark.line + 1 if node is not None else 1
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
-            if child is None:
-                continue  # pydantic inserts union member names into locations; skip them
-            node = child
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-        else:
-            continue
-        line = node.start_mark.line + 1
-    return line
