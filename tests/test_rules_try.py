@@ -7,14 +7,14 @@ from test_cli import advisor
 
 
 def test_a_rule_that_fires_shows_its_finding_in_both_languages():
-    done = advisor("rules", "try", "hccl.buffsize_exceeded", str(REAL), "--env", "HCCL_BUFFSIZE=100")
+    done = advisor("rules", "try", "hccl.buffsize_given_exceeded", str(REAL), "--env", "HCCL_BUFFSIZE=100")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "FIRED 2 time(s)" in out and "✓ largest_tensor_rounds gt 1  (value: 2)" in out
     assert "\nFINDING\n  severity: low\n  key: (none)\n  gain: not estimated\n  ranks: 0, 1\n" in out
-    assert "  title (en): A collective carries a tensor larger than the HCCL buffer" in out
-    assert "  title (zh): 集合通信承载的张量大于 HCCL 缓冲区" in out
-    assert "Set HCCL_BUFFSIZE=144." in out and "请设置 HCCL_BUFFSIZE=144。" in out
+    assert "  title (en): A collective carries a tensor larger than the HCCL_BUFFSIZE given" in out
+    assert "  title (zh): 集合通信承载的张量大于给定的 HCCL_BUFFSIZE" in out
+    assert "Set HCCL_BUFFSIZE=144 (MiB: it holds 151 MB)." in out and "请设置 HCCL_BUFFSIZE=144（单位 MiB：可容纳 151 MB）。" in out
 
 
 def test_a_rule_that_does_not_fire_says_which_condition_stopped_it():

@@ -316,13 +316,16 @@ class CommunicationFact(Fact):
     largest_tensor_sent_mb: NonNegative | None = Field(None, description="What that op sent over the links, MB (Bandwidth Info).")
     largest_tensor_buffsize_mb: int | None = Field(None, ge=1, description="The HCCL_BUFFSIZE that surely holds that "
                                                    "tensor: the most it can be, in MiB, rounded up.")
+    communicators: int | None = Field(None, ge=1, description="The communicators (process groups) this rank's "
+                                      "communication ops use; each reserves 2 × HCCL_BUFFSIZE of device memory.")
+    hccl_buffer_savings_mb: int | None = Field(None, ge=0, description="Device memory, MiB, that HCCL_BUFFSIZE = "
+                                               "largest_tensor_buffsize_mb would return: 2 × communicators × "
+                                               "(hccl_buffsize_mb − largest_tensor_buffsize_mb), 0 when it is no smaller.")
     hccl_buffsize_mb: int | None = Field(None, ge=1, description="The HCCL_BUFFSIZE in force, MiB: as given with --env "
                                          "(or recorded in ENV_VARIABLES), else HCCL's default 200 — assumed: the profiler "
                                          "does not record it (None without Bandwidth Info).")
     largest_tensor_rounds: int | None = Field(None, ge=1, description="Rounds HCCL splits the largest tensor into at "
                                               "least: ⌈largest_tensor_mb × 10^6 / (hccl_buffsize_mb × 2^20)⌉ (1: it fits).")
-    largest_tensor_buffer_share: NonNegative | None = Field(None, description="The most that tensor can be / the buffer "
-                                                            "(above 1 it may not fit; well below 1 the buffer is larger than any collective needs).")
     p2p_us: Duration = Field(0.0, description="Time per step of this rank's P2P ops (send, receive, batchSendRecv: the pipeline's transfers, "
                              "reported as its bubble by the stage facts), µs: the part of the exposed communication the collectives do not explain.")
 

@@ -741,12 +741,15 @@ def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserC
     low, high = found["low_mb"], found["high_mb"]
     text = _env_values(rank.meta, user, ("HCCL_BUFFSIZE",)).get("HCCL_BUFFSIZE", "")
     buffsize = int(text) if text.isdigit() and int(text) >= 1 else HCCL_DEFAULT_BUFFSIZE_MB
+    needed = max(math.ceil(high * 1e6 / 2**20), 1)
+    groups = {str(g) for g in pd.Series(rank.ops["group"], dtype=object).dropna() if str(g)} if "group" in rank.ops else set()
+    communicators = max(len(groups), 1)
     return {"largest_tensor_mb": low, "largest_tensor_max_mb": high, "largest_tensor_op": found["op"],
             "largest_tensor_kind": found["collective"], "largest_tensor_sent_mb": found["sent_mb"],
-            "largest_tensor_buffsize_mb": max(math.ceil(high * 1e6 / 2**20), 1),
+            "largest_tensor_buffsize_mb": needed, "communicators": communicators,
+            "hccl_buffer_savings_mb": 2 * communicators * max(buffsize - needed, 0),
             "hccl_buffsize_mb": buffsize,
-            "largest_tensor_rounds": max(math.ceil(low * 1e6 / (buffsize * 2**20)), 1),
-            "largest_tensor_buffer_share": high * 1e6 / (buffsize * 2**20)}
+            "largest_tensor_rounds": max(math.ceil(low * 1e6 / (buffsize * 2**20)), 1)}
 
 
 def _env_values(meta: RankMeta, user: UserContext | None, names: object) -> dict[str, str]:
