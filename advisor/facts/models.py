@@ -501,7 +501,7 @@ class HostFact(Fact):
     optimizer_kernels_per_step: NonNegative | None = Field(
         None, description="Device tasks launched from inside Optimizer.step regions per step (HostToDevice flows).")
     optimizer_kernel_us_per_step: Duration | None = Field(None, description="Their device time per step, µs.")
-    optimizer_foreach_kernels_per_step: NonNegative | None = Field(None, description="How many of them are multi-tensor kernels (Foreach*, multi_tensor_apply, fused optimizer kernels): the optimizer is already foreach or fused.")
+    optimizer_foreach_kernels_per_step: NonNegative | None = Field(None, description="How many of them are multi-tensor kernels (Foreach*, multi_tensor_apply, fused optimizer kernels): the optimizer is already foreach or fused. Where none is (the task queue can launch them after Optimizer.step returns), the capture's multi-tensor kernels per step.")
 
 
 class CaptureFact(Fact):
