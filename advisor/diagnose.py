@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.cluster import run as run_cluster
+from advisor.engine.aggregate import aggregate_facts
 from advisor.engine.session import Firing
 from advisor.errors import InputError
 from advisor.facts import BreakdownFact, ContextFact, Fact, FactSet, OperatorFact, extract_facts
@@ -71,9 +72,10 @@ def analyse(path: str | Path, book: RuleBook, context: UserContext | None = None
         facts = extract_facts(profile, context, jobs=options.jobs)
     else:
         profile, facts = run_cluster(Path(path), context, options)
-    firings = book.engine(r for r in book.rules.values() if profile.platform in r.spec.platforms).run(facts.facts)
+    rules = [r for r in book.rules.values() if profile.platform in r.spec.platforms]
+    firings = book.engine(rules).run(facts.facts)
     derived = [fact for firing in firings for fact in firing.derived]
-    return Analysis(profile, facts, firings, facts.facts + derived)
+    return Analysis(profile, facts, firings, facts.facts + aggregate_facts(rules, facts.facts) + derived)
 
 
 def diagnose(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from advisor.diagnose import default_rulebook
 import yaml
 
+from advisor.engine.aggregate import aggregate_facts
 from advisor.engine.evaluate import explain_rule, why_not
 from advisor.engine.session import Firing, RuleEngine
 from advisor.engine.spec import FindingExpectation, case_fact
@@ -69,7 +70,8 @@ def run_case(engine: RuleEngine, rule: Rule, index: int, book: RuleBook | None =
         return CaseResult(rule.id, case.name, case.expect, None, f"the rule failed while it ran: {exc}")
     fired = any(f.rule_id == rule.id for f in firings)
     matched = [", ".join(f"{a}={fact.id}" for a, fact in f.matched.items()) for f in firings]
-    detail = f"fired {len(firings)} time(s): " + "; ".join(matched) if firings else f"did not fire: {why_not(rule.spec, facts)}"
+    detail = (f"fired {len(firings)} time(s): " + "; ".join(matched) if firings else
+              f"did not fire: {why_not(rule.spec, [*facts, *aggregate_facts([rule], facts)])}")
     mismatches = _finding_mismatches(case.finding, rule, firings, facts, book) if fired and case.finding else ()
     if mismatches:
         detail += "; the finding " + "; ".join(mismatches)

@@ -176,6 +176,11 @@ def _negation(condition: FactCondition, bound: dict[str, Fact], by_family: dict[
     return ConditionResult(condition.alias, condition.fact, True, True, None, [], len(candidates))
 
 
+def satisfies(condition: FactCondition, fact: Fact) -> bool:
+    """Whether ``fact`` meets every comparison of a condition without joins (an aggregate's ``where``)."""
+    return all(check.holds for check in _checks(condition, fact, {}))
+
+
 def _checks(condition: FactCondition, fact: Fact, bound: dict[str, Fact]) -> list[Check]:
     checks = []
     for name, predicate in condition.where.items():

@@ -36,6 +36,7 @@ from typing import Any
 import durable_rules_engine as dre
 from pydantic import ValidationError
 
+from advisor.engine.aggregate import aggregate_facts
 from advisor.engine.compile import FAMILY_KEY, compile_rule, deferred_joins
 from advisor.engine.encode import NotEncodable, encode
 from advisor.engine.evaluate import facts_by_family, holds, negations_hold
@@ -111,6 +112,7 @@ class RuleEngine:
         """Assert ``facts`` in a fresh session and return every firing in order."""
         if not self._rules:
             return []
+        facts = [*facts, *aggregate_facts(self._rules.values(), facts)]
         ids = [f.id for f in facts]
         if len(set(ids)) != len(ids):
             duplicate = next(i for i in ids if ids.count(i) > 1)

@@ -14,9 +14,19 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from functools import cache
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from advisor.budget import ROOT_BUCKET, bucket_problem
 from advisor.engine.expr import Expression, ExpressionError, Template, check_format_spec
@@ -240,6 +250,75 @@ class RuleTestCase(_Model):
         return self
 
 
+AGGREGATE = "aggregate"  # the family a condition names to match one of its rule's aggregates (``as``: its name)
+AGGREGATIONS = ("sum", "min", "max", "mean")
+
+
+class Aggregate(_Model):
+    """``aggregate: {NAME: …}``: over the facts of ``fact`` that match ``where`` (no joins: it is computed before the
+    rules run), one fact per rank (``per: rank``, ranks that have facts of that family) or one for the profile: how
+    many match (``count``), and the sum, minimum, maximum and mean of the number fields listed (``sum_FIELD``, …).
+    A condition matches it as ``fact: aggregate, as: NAME``."""
+
+    fact: str
+    where: dict[str, Predicate] = Field(default_factory=dict)
+    per: Literal["rank", "profile"] = "rank"
+    sum: list[str] = Field(default_factory=list)
+    min: list[str] = Field(default_factory=list)
+    max: list[str] = Field(default_factory=list)
+    mean: list[str] = Field(default_factory=list)
+
+
+class AggregateFact(Fact):
+    """The base of the facts a rule's ``aggregate`` gives (``aggregate_model`` adds the fields it asks for)."""
+
+    family: ClassVar[str] = AGGREGATE
+    source: ClassVar[str] = "computed from the facts of the family a rule's aggregate names, before the rules run"
+
+    rank: int | None = Field(None, ge=0, description="The rank (per: rank); absent for per: profile.")
+    count: int = Field(ge=0, description="How many facts matched the aggregate's where.")
+
+
+def aggregate_family(rule_id: str, name: str) -> str:
+    """The family of a rule's aggregate ``name``: unique to the rule, so it matches no other rule's."""
+    return f"{AGGREGATE}:{rule_id}/{name}"
+
+
+def aggregate_model(rule_id: str, name: str, spec: Aggregate) -> type[AggregateFact]:
+    """The fact model of aggregate ``name`` of rule ``rule_id``: count, rank and the fields ``spec`` asks for."""
+    return _aggregate_model(rule_id, name, spec.model_dump_json())
+
+
+@cache
+def _aggregate_model(rule_id: str, name: str, spec_json: str) -> type[AggregateFact]:
+    spec = Aggregate.model_validate_json(spec_json)
+    fields: dict[str, Any] = {
+        f"{kind}_{field}": (float | None, Field(None, description=f"The {kind} of {spec.fact}.{field} over the matching facts "
+                                                                  "(sum 0, the others absent, when none matches)."))
+        for kind in AGGREGATIONS for field in getattr(spec, kind)}
+    model = create_model(f"Aggregate_{rule_id.replace('.', '_')}_{name}", __base__=AggregateFact, **fields)
+    model.family = aggregate_family(rule_id, name)
+    return model
+
+
+def _name_aggregates(data: Any) -> Any:
+    """A rule file's conditions on ``fact: aggregate`` get the family of the rule's aggregate they name (``as``)."""
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not isinstance(data.get("when"), dict):
+        return data
+
+    def named(item: Any) -> Any:
+        if isinstance(item, dict) and item.get("fact") == AGGREGATE and isinstance(item.get("as"), str):
+            return {**item, "fact": aggregate_family(data["id"], item["as"])}
+        if isinstance(item, dict) and isinstance(item.get("all"), list):
+            return {**item, "all": [named(i) for i in item["all"]]}
+        if isinstance(item, dict) and isinstance(item.get("not"), dict):
+            return {**item, "not": named(item["not"])}
+        return item
+
+    when = {key: [named(i) for i in value] if isinstance(value, list) else value for key, value in data["when"].items()}
+    return {**data, "when": when}
+
+
 class RuleSpec(_Model):
     """One rule file."""
 
@@ -254,6 +333,9 @@ class RuleSpec(_Model):
     then: Then
     explain: Text | None = None
     tests: list[RuleTestCase] = Field(default_factory=list)
+    aggregate: dict[str, Aggregate] = Field(default_factory=dict)
+
+    _aggregates = model_validator(mode="before")(classmethod(lambda cls, data: _name_aggregates(data)))
 
     @field_validator("id")
     @classmethod
@@ -310,7 +392,14 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
             inner = condition.not_ if isinstance(condition, NotCondition) else condition
             loc = (*loc, "not") if isinstance(condition, NotCondition) else loc
             where = f"when: {inner.alias}"
-            model = FACT_FAMILIES.get(inner.fact)
+            model = FACT_FAMILIES.get(inner.fact) or _aggregate_of(spec, inner.fact)
+            if inner.fact.startswith(f"{AGGREGATE}:") and model is None:
+                problems.append(RuleProblem(f"{where}: the rule has no aggregate named {inner.alias!r}"
+                                            f"{did_you_mean(inner.alias, spec.aggregate)} (aggregates: "
+                                            f"{', '.join(spec.aggregate) or 'none'}); 'as' names the aggregate to match",
+                                            (*loc, "as")))
+                unknown.add(inner.alias)
+                continue
             if model is None:
                 problems.append(RuleProblem(f"{where}: unknown fact family {inner.fact!r}{did_you_mean(inner.fact, FACT_FAMILIES)} "
                                             f"(known: {', '.join(FACT_FAMILIES)})", (*loc, "fact")))
@@ -320,6 +409,9 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
                 problems.append(RuleProblem(f"{where}: alias must be lower-case letters, digits and '_'", loc))
             if inner.alias in defined or (inner.alias in aliases and aliases[inner.alias] is not model):
                 problems.append(RuleProblem(f"{where}: alias {inner.alias!r} is used twice; give one of them 'as: …'", loc))
+            if isinstance(condition, NotCondition) and issubclass(model, AggregateFact):
+                problems.append(RuleProblem(f"{where}: 'not' on an aggregate: there is one per rank (or profile) "
+                                            "whatever matches; test its count instead, e.g. count: {eq: 0}", loc))
             if isinstance(condition, NotCondition):
                 negated.append(inner.fact)
                 if any(isinstance(o, Ref) and op != "eq" for p in inner.where.values() for op, o in p.comparisons()):
@@ -335,8 +427,47 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
             defined[inner.alias] = model
         if group_index == 0 or spec.when.any is not None:
             aliases.update({a: m for a, m in defined.items()})
+    problems.extend(_aggregate_problems(spec))
     compiled = _compile_expressions(spec, aliases, problems, unknown)
     return problems, compiled
+
+
+def _aggregate_of(spec: RuleSpec, family: str) -> type[AggregateFact] | None:
+    """The model of the rule's aggregate whose family ``family`` is, or None."""
+    name = family.partition("/")[2] if family.startswith(f"{AGGREGATE}:") else None
+    return aggregate_model(spec.id, name, spec.aggregate[name]) if name in spec.aggregate else None
+
+
+def _aggregate_problems(spec: RuleSpec) -> list[RuleProblem]:
+    """What is wrong in the rule's aggregates: an unknown or derived family, a field it lacks, a sum of a non-number."""
+    problems: list[RuleProblem] = []
+    for name, aggregate in spec.aggregate.items():
+        loc: Location = ("aggregate", name)
+        if not _ALIAS.match(name):
+            problems.append(RuleProblem(f"aggregate {name!r}: a name is lower-case letters, digits and '_'", loc))
+        model = FACT_FAMILIES.get(aggregate.fact)
+        if model is None:
+            problems.append(RuleProblem(f"aggregate.{name}: unknown fact family {aggregate.fact!r}"
+                                        f"{did_you_mean(aggregate.fact, FACT_FAMILIES)} (known: {', '.join(FACT_FAMILIES)})",
+                                        (*loc, "fact")))
+            continue
+        if model.derived:
+            problems.append(RuleProblem(f"aggregate.{name}: {aggregate.fact!r} is derived by rules; aggregates are "
+                                        "computed before the rules run, over measured families", (*loc, "fact")))
+        for field, predicate in aggregate.where.items():
+            problems.extend(RuleProblem(text.replace("which is not an earlier condition",
+                                                     "but an aggregate's where cannot refer to other facts"),
+                                        (*loc, "where", field))
+                            for text in _check_predicate(f"aggregate.{name}.{field}", model, field, predicate, {}))
+        for kind in AGGREGATIONS:
+            for field in getattr(aggregate, kind):
+                if field not in model.model_fields or field in _RESERVED_FIELDS:
+                    problems.append(RuleProblem(f"aggregate.{name}.{kind}: {aggregate.fact} has no field {field!r}"
+                                                f"{did_you_mean(field, _settable(model))}", (*loc, kind)))
+                elif field_kind(model, field) != "number":
+                    problems.append(RuleProblem(f"aggregate.{name}.{kind}: {aggregate.fact}.{field} is "
+                                                f"{field_kind(model, field)}, not a number", (*loc, kind)))
+    return problems
 
 
 def check_condition(condition: FactCondition, where: str) -> list[str]:
