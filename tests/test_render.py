@@ -85,3 +85,33 @@ def test_hover_titles_are_escaped():
     tip(bar, tips, "<script>&x</script>")
     svg = Drawn("k", "t", "d", figure, tips).chart().svg
     assert "<title>&lt;script&gt;&amp;x&lt;/script&gt;</title>" in svg and "<script" not in svg
+
+
+def test_every_format_lists_the_same_number_of_top_actions():
+    """Issue 29, item 7: the terminal and the brief Markdown listed five top actions, the full Markdown and the HTML
+    three."""
+    import io
+    import re
+    from pathlib import Path
+
+    from rich.console import Console
+
+    import advisor
+    from advisor.render import View, render_html, render_markdown
+    from advisor.render.common import BRIEF_FINDINGS
+    from advisor.render.terminal import render_terminal
+
+    report = advisor.diagnose(Path(__file__).parent / "fixtures" / "ascend-level1-2ranks")
+    assert len(report.findings) > BRIEF_FINDINGS
+    html = render_html(report)
+    top = html[html.index('class="top-actions"'):]
+    counts = {"html": top[: top.index("</ol>")].count("<li")}
+    for name, view in (("md brief", View("brief")), ("md full", View("full"))):
+        text = render_markdown(report, view)
+        section = text[text.index("## Top actions"):].split("\n## ")[0]
+        counts[name] = len(re.findall(r"(?m)^\d+\. ", section))
+    buffer = io.StringIO()
+    render_terminal(report, Console(file=buffer, width=200, no_color=True), view=View("brief"))  # the CLI's default
+    terminal = buffer.getvalue()
+    counts["terminal"] = len(re.findall(r"(?m)^\d+\. ", terminal[terminal.index("Top actions"):]))
+    assert set(counts.values()) == {BRIEF_FINDINGS}, counts

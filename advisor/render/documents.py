@@ -16,6 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from advisor.render.common import (
+    BRIEF_FINDINGS,
     FULL,
     View,
     brief_summary,
@@ -111,6 +112,7 @@ def _context(report: Report, view: View = FULL) -> dict:
                                                  counts=severity_counts(report.findings, words))
     return {**finding_context(words), "report": shown, "verdict": verdict_sentence(report, words),
             "ranks": rank_table(report, words, "full"), "versions": version_text(report), "filter_note": note,
+            "top_actions": BRIEF_FINDINGS,  # as many as the brief reports and the terminal list
             "op_unit": time_unit([op.total_us_per_step for op in report.summary.top_operators])}
 
 
