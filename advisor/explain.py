@@ -70,19 +70,20 @@ def try_lines(rule: Rule, book: RuleBook, firings: list[Firing], facts: list[Fac
     lines = explain_lines(rule, firings, facts, platform)
     if not any(f.rule_id == rule.id for f in firings):
         return lines
-    for lang in ("en", "zh"):
-        finding = next((f for f in build_findings(firings, list(facts), book, lang) if f.id == rule.id), None)
-        if finding is None:
-            return [*lines, "NOT SHOWN: the profile's facts contradict every prescription the rule recommends "
-                            "(advisor diagnose lists it under 'not shown')"]
-        if lang == "en":
-            gain = ("not estimated" if finding.estimated_gain_us is None else
-                    f"{finding.estimated_gain_us:,.1f} µs per step ({finding.gain_basis})")
-            if finding.shares_time_with:
-                gain += f"; claimed {finding.claimed_gain_us or 0:,.1f} µs, shared with {', '.join(finding.shares_time_with)}"
-            lines += ["FINDING", f"  severity: {finding.severity}", f"  key: {finding.key or '(none)'}", f"  gain: {gain}",
-                      f"  ranks: {', '.join(map(str, finding.ranks)) or '(none)'}"]
-        lines += [f"  title ({lang}): {strip_control(finding.title)}", f"  explanation ({lang}): {strip_control(finding.explanation)}"]
+    shown = {lang: [f for f in build_findings(firings, list(facts), book, lang) if f.id == rule.id] for lang in ("en", "zh")}
+    if not shown["en"]:
+        return [*lines, "NOT SHOWN: the profile's facts contradict every prescription the rule recommends "
+                        "(advisor diagnose lists it under 'not shown')"]
+    for number, (finding, chinese) in enumerate(zip(shown["en"], shown["zh"]), 1):  # one per key
+        gain = ("not estimated" if finding.estimated_gain_us is None else
+                f"{finding.estimated_gain_us:,.1f} µs per step ({finding.gain_basis})")
+        if finding.shares_time_with:
+            gain += f"; claimed {finding.claimed_gain_us or 0:,.1f} µs, shared with {', '.join(finding.shares_time_with)}"
+        lines += [f"FINDING {number} of {len(shown['en'])}" if len(shown["en"]) > 1 else "FINDING",
+                  f"  severity: {finding.severity}", f"  key: {finding.key or '(none)'}", f"  gain: {gain}",
+                  f"  ranks: {', '.join(map(str, finding.ranks)) or '(none)'}"]
+        lines += [f"  {part} ({lang}): {strip_control(getattr(shown_finding, part))}"
+                  for lang, shown_finding in (("en", finding), ("zh", chinese)) for part in ("title", "explanation")]
     return lines
 
 

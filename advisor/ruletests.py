@@ -16,9 +16,9 @@ from advisor.diagnose import default_rulebook
 import yaml
 
 from advisor.engine.aggregate import aggregate_facts
-from advisor.engine.evaluate import explain_rule, why_not
+from advisor.engine.evaluate import explain_rule, satisfies, why_not
 from advisor.engine.session import Firing, RuleEngine
-from advisor.engine.spec import FindingExpectation, case_fact
+from advisor.engine.spec import AggregateFact, FactCondition, FindingExpectation, case_fact
 from advisor.errors import EngineError
 from advisor.facts.models import Fact
 from advisor.findings import build_findings
@@ -128,6 +128,7 @@ def case_from_profile(rule: Rule, firings: list[Firing], facts: list[Fact], name
     else:
         seen = [result.fact for group in explain_rule(rule.spec, facts)[:1] for result in group.conditions]
         chosen, expect = list({id(f): f for f in seen if f is not None}.values()), "quiet"
+    chosen = _measured(rule, chosen, facts)
     rows = [{"fact": fact.family, **{k: _short(v) for k, v in fact.model_dump(mode="json", exclude={"id", "sources"}).items()
                                      if v is not None and v != []}} for fact in chosen]
     case = {"name": name, "facts": rows, "expect": expect}
@@ -137,6 +138,23 @@ def case_from_profile(rule: Rule, firings: list[Firing], facts: list[Fact], name
     if replayed != (expect == "fire"):
         text = f"# note: run alone on these facts the rule {'fires' if replayed else 'stays quiet'}, not as on the profile\n" + text
     return text
+
+
+def _measured(rule: Rule, chosen: list[Fact], facts: list[Fact]) -> list[Fact]:
+    """``chosen`` with each aggregate fact replaced by the measured facts it was computed from (a case gives those:
+    the aggregate is computed from them again)."""
+    out: list[Fact] = []
+    for fact in chosen:
+        name = fact.family.partition("/")[2] if isinstance(fact, AggregateFact) else None
+        spec = rule.spec.aggregate.get(name) if name else None
+        if spec is None:
+            out.append(fact)
+            continue
+        condition = FactCondition(fact=spec.fact, where=spec.where)
+        rank = getattr(fact, "rank", None)
+        out.extend(f for f in facts if f.family == spec.fact and satisfies(condition, f)
+                   and (rank is None or getattr(f, "rank", None) == rank) and f not in out)
+    return out
 
 
 def _short(value: object) -> object:

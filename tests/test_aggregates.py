@@ -118,9 +118,43 @@ def test_aggregate_mistakes_are_named_by_lint(tmp_path, change, message):
     pack = _pack(tmp_path, text=text.replace(change[0], change[1]))
     done = cli("rules", "lint", str(pack))
     assert done.returncode != 0 and message in done.stdout + done.stderr, done.stdout + done.stderr
+    if change[1] == "as: cpus":  # said once: the texts that name the aggregate follow from the 'as'
+        assert "1 problem(s)" in done.stdout, done.stdout
+
+
+def test_a_comparison_written_as_text_is_shown_how_to_write(tmp_path):
+    """A rule author wrote sum_share_of_compute: ">= 0.02" and was told only that it compares a number with a text."""
+    text = RULE.format(per="rank", threshold=0.02, expect="fire", finding=FINDING)
+    pack = _pack(tmp_path, text=text.replace("sum_share_of_compute: {gte: 0.02}", 'sum_share_of_compute: ">= 0.02"'))
+    done = cli("rules", "lint", str(pack))
+    assert "when: cpu.sum_share_of_compute: '>= 0.02' is text, not a comparison; write {gte: 0.02}" in done.stdout
 
 
 def _book(pack):
     from advisor.rulebook import load_rulebook
 
     return load_rulebook([pack])
+
+
+def test_rules_try_shows_each_finding_and_as_test_case_gives_the_measured_facts(tmp_path):
+    """A rule author's trial: on the 2-rank capture an aggregate rule keyed per rank gives two findings, and rules try
+    showed one; facts --as-test-case wrote the aggregate itself as a case fact and crashed replaying it."""
+    import yaml
+
+    text = RULE.format(per="rank", threshold=0.0, expect="fire", finding="").replace(
+        "  charged_to: compute\n", "  charged_to: compute\n  key: \"rank {cpu.rank}\"\n").replace(
+        "where: {accelerator_core: AI_CPU}", "where: {accelerator_core: AI_VECTOR_CORE}")  # the capture has no AI CPU
+    pack = _pack(tmp_path, text=text)
+    done = cli("rules", "try", "team.ai_cpu_total", str(REAL), "--rules", str(pack))
+    assert done.returncode == 0, done.stderr
+    assert "FINDING 1 of 2" in done.stdout and "FINDING 2 of 2" in done.stdout
+    assert "  key: rank 0" in done.stdout and "  key: rank 1" in done.stdout
+    done = cli("facts", str(REAL), "--as-test-case", "team.ai_cpu_total", "--rules", str(pack))
+    assert done.returncode == 0, done.stderr
+    (case,) = yaml.safe_load(done.stdout)
+    assert case["expect"] == "fire" and {f["fact"] for f in case["facts"]} == {"operator"}
+    assert all(f["accelerator_core"] == "AI_VECTOR_CORE" and f["rank"] == case["facts"][0]["rank"] for f in case["facts"])
+    rule = yaml.safe_load(text)
+    rule["tests"] = [case]
+    (pack / "rules" / "affinity-operator" / "team.ai_cpu_total.yaml").write_text(yaml.safe_dump(rule, allow_unicode=True))
+    assert "1 passed, 0 failed" in cli("rules", "test", str(pack)).stdout

@@ -46,6 +46,7 @@ COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte", "matches", "imatches", "exi
 OPERATOR_SYNONYMS = {">": "gt", ">=": "gte", "<": "lt", "<=": "lte", "=": "eq", "==": "eq", "!=": "ne", "neq": "ne",
                      "regex": "matches", "match": "matches", "imatch": "imatches", "one_of": "in"}
 _NUMERIC_OPS = {"gt", "gte", "lt", "lte"}
+_COMPARISON_TEXT = re.compile(r"^\s*(>=|<=|==|!=|>|<|=)\s*(-?[0-9][0-9_.eE+-]*)\s*$")
 _TEXT_OPS = {"matches", "imatches"}
 
 
@@ -398,7 +399,7 @@ def check_rule(spec: RuleSpec) -> tuple[list[RuleProblem], CompiledExpressions |
                                             f"{did_you_mean(inner.alias, spec.aggregate)} (aggregates: "
                                             f"{', '.join(spec.aggregate) or 'none'}); 'as' names the aggregate to match",
                                             (*loc, "as")))
-                unknown.add(inner.alias)
+                unknown.update({inner.alias, *spec.aggregate})  # texts naming the aggregate: the 'as' is the problem
                 continue
             if model is None:
                 problems.append(RuleProblem(f"{where}: unknown fact family {inner.fact!r}{did_you_mean(inner.fact, FACT_FAMILIES)} "
@@ -520,7 +521,11 @@ def _check_predicate(
             problems.append(f"{where}: {op} needs a number field; {field!r} is {kind}")
             continue
         for value in values:
-            if value_kind(value) != kind:
+            written = _COMPARISON_TEXT.match(value) if isinstance(value, str) and kind == "number" else None
+            if written:  # ">= 0.1" written as the value: say how a comparison is written
+                name = {">=": "gte", ">": "gt", "<=": "lte", "<": "lt", "==": "eq", "!=": "ne", "=": "eq"}[written[1]]
+                problems.append(f"{where}: {value!r} is text, not a comparison; write {{{name}: {written[2]}}}")
+            elif value_kind(value) != kind:
                 problems.append(f"{where}: {op} {value!r} compares a {kind} field with a {value_kind(value)}")
             elif choices is not None and op in ("eq", "ne", "in") and value not in choices:
                 problems.append(f"{where}: {value!r} is not a possible value (one of {', '.join(map(repr, choices))})")
