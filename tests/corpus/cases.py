@@ -1172,7 +1172,7 @@ def _regex_cases() -> list[Case]:
         content = _rule(f"{{dominant_overhead: {{matches: '{pattern}'}}}}")
         cases += [
             Case(f"regex/nested-{label}/lint", "single", _pack({"team.r.yaml": content}), 1,
-                 (r"team\.r\.yaml:\d+: .*nests a repetition inside a repeated group",), None, command=("rules", "lint"),
+                 (r"team\.r\.yaml:\d+:\d+: .*nests a repetition inside a repeated group",), None, command=("rules", "lint"),
                  target="pack", args=()),
             Case(f"regex/nested-{label}/explain", "single", _pack({"team.r.yaml": content}), 2,
                  (r"invalid rule or knowledge files", r"nests a repetition"), None, command=("explain", "team.r"),
