@@ -31,7 +31,7 @@ from advisor.errors import InputError
 from advisor.ingest.discover import discover
 from advisor.ingest.kinetoformat import KINETO
 from advisor.ingest.sniff import trace_problem
-from advisor.render import View, render_terminal
+from advisor.render import View, render_document, render_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "ascend-level1-2ranks"
@@ -327,6 +327,13 @@ def test_the_command_line_prints_the_brief_legend_on_one_line_at_80_columns():
     assert result.returncode == 0, result.stderr
     assert "\nOrdered by severity, then by time saved; an assumed gain counts half.\n" in result.stdout
     assert "\n  advisor diagnose " in result.stdout and " --detail full\n" in result.stdout
+
+
+def test_top_actions_give_a_millisecond_or_more_in_ms(example):
+    """Before: the brief report's top actions read '96.53 ms' above '8,818.9 µs' (issue 29, item 7): µs only below 1 ms."""
+    for name in ("markdown", "html"):
+        text = render_document(example, name, View(detail="brief"))
+        assert "8.82 ms" in text and not re.search(r"\d,\d{3}\.\d µs", text), name
 
 
 def test_the_findings_table_gives_its_gains_in_one_unit(example):

@@ -245,12 +245,12 @@ def rank_table(report: Report, words: dict[str, str], detail: Detail = "full") -
 
 
 def fmt_us(value: float | None) -> str:
-    """A duration in µs, switching to ms and s where that reads better."""
+    """A duration: µs below 1 ms, ms below 1 s, else s (the units of the tables, ``time_unit``)."""
     if value is None:
         return "–"
     if value >= 1_000_000:
         return f"{value / 1_000_000:,.2f} s"
-    if value >= 10_000:
+    if value >= 1_000:
         return f"{value / 1000:,.2f} ms"
     return f"{value:,.1f} µs"
 
