@@ -68,6 +68,7 @@ docs: $(BIN)/advisor
 	$(BIN)/advisor rules docs -o docs/rules
 	$(BIN)/python docs/readme_excerpt.py
 	$(BIN)/python docs/seed_coverage.py
+	$(BIN)/python docs/command_outputs.py
 
 fact-examples: $(BIN)/advisor
 	$(BIN)/python docs/fact_examples.py

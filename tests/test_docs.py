@@ -109,3 +109,19 @@ def test_errors_doc_lists_every_message_the_code_can_give():
             if len(fragment) >= 6 and fragment not in doc:
                 undocumented.append(f"{where}: {fragment!r}")
     assert not undocumented, "docs/errors.md lacks:\n" + "\n".join(undocumented)
+
+
+def test_quoted_command_outputs_are_what_the_commands_print():
+    """The README's and docs' `$ advisor …` blocks (issue 29, item 8: the decode example said '48 iterations' and
+    '1,896.6 µs' after the report had changed) are today's output of their commands; `make docs` rewrites them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("command_outputs", DOCS / "command_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    quoted = {(path.name, command): output for path in module.QUOTING
+              for command, output in module.quoted(path.read_text(encoding="utf-8"))}
+    assert {command.split()[1] for _, command in quoted} >= {"diagnose", "plan"}
+    assert len(quoted) >= 4
+    for (name, command), output in quoted.items():
+        assert output == module.output_of(command), f"{name}: `{command}` prints something else today: run `make docs`"

@@ -519,7 +519,9 @@ class CaptureFact(Fact):
                     "Optimizer.step events (two or more, each ending a training iteration), or none (the capture is "
                     "one window).")
     steps_described: str = Field(description="step_source in words, for explanations.")
-    steps: int = Field(ge=0, description="Step windows in the capture.")
+    steps: int = Field(ge=0, description="Step windows in the capture that launched GPU work (a marker around none, "
+                                         "such as a last ProfilerStep the capture ends in, is not counted); 1 "
+                                         "without step markers (the whole capture).")
     warmup_steps: str | None = Field(None, description="The steps that warm up, e.g. '1' or '2, 3' (None: none found).")
     steady_steps: int = Field(0, ge=0, description="Steps after the last warm-up step (0 without step markers).")
     steady_state: bool = Field(description="Whether a step follows the last warm-up step; false when the trace marks no steps.")

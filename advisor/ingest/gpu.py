@@ -106,10 +106,14 @@ def gpu_rank_data(trace: KinetoTrace, path: Path, warnings: list[str],
     steps = launch_steps(trace.gpu, trace.runtime, trace.cpu)
     windows = step_windows(trace.gpu, trace.runtime, trace.cpu)
     breakdown = step_breakdown(trace.gpu, windows)
+    one_phase = False  # whether the breakdown covers one phase of a serving run
     if step_source(trace.cpu) in SERVING_SOURCES and not breakdown.empty:
         data.iterations = gpu_iterations(trace, windows, steps, breakdown, stages)
-        breakdown = phase_breakdown(breakdown, data.iterations, warnings)
+        phased = phase_breakdown(breakdown, data.iterations)
+        one_phase, breakdown = phased is not breakdown, phased
     breakdown = steady_steps(breakdown, warmup_by_step(trace, windows), warnings)
+    if one_phase and not breakdown.empty:
+        warnings.extend(phase_note(data.iterations, len(breakdown)))
     if not breakdown.empty and not trace.gpu.empty:
         data.step_trace = CsvTable.of_frame(path, breakdown)
         cadence = cadence_note(trace, breakdown)
@@ -233,22 +237,26 @@ def gpu_iterations(trace: KinetoTrace, windows: pd.DataFrame, steps: pd.Series, 
     )
 
 
-def phase_breakdown(breakdown: pd.DataFrame, iterations: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
-    """The step table of the phase the breakdown covers (``serving.breakdown_phase``), with a warning saying so when
-    iterations of the other phase are left out of it."""
+def phase_breakdown(breakdown: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
+    """The step table of the phase the breakdown covers (``serving.breakdown_phase``)."""
     phase = breakdown_phase(iterations)
     if phase is None:
         return breakdown
     kept = breakdown.loc[pd.to_numeric(breakdown["step"], errors="coerce").isin(phase_steps(iterations, phase))]
+    return breakdown if kept.empty else kept.reset_index(drop=True)
+
+
+def phase_note(iterations: pd.DataFrame, kept: int) -> list[str]:
+    """The warning that the step breakdown (``kept`` steps, after warm-up) covers one phase and the phase facts
+    describe the other phase's iterations; none when the run has one phase."""
+    phase = breakdown_phase(iterations)
     other = "prefill" if phase == "decode" else "decode"
     others = len(phase_steps(iterations, other))
-    if kept.empty:
-        return breakdown
-    if others:
-        warnings.append(f"a serving run: the step breakdown covers its {len(kept)} {phase} iteration(s); the {others} "
-                        f"{'prefill or mixed' if other == 'prefill' else other} iteration(s) are described in the "
-                        "phase facts")
-    return kept.reset_index(drop=True)
+    if not others:
+        return []
+    return [f"a serving run: the step breakdown covers {kept} of its {len(phase_steps(iterations, phase))} {phase} "
+            f"iteration(s); the {others} {'prefill or mixed' if other == 'prefill' else other} iteration(s) are "
+            "described in the phase facts"]
 
 
 def partial_steps(trace: KinetoTrace, steps: pd.Series) -> list[int]:

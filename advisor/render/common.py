@@ -398,7 +398,9 @@ def serving_sentence(summary, covered, words: dict[str, str], bottleneck: str) -
     """The verdict of a serving run: the phase the breakdown covers, with its iterations, TPOT, batch and tokens/s
     (decode), then the prefill's first iteration (a TTFT proxy) when the breakdown is decode's."""
     iterations = sum(p.iterations for p in summary.phases if p.covered_by_breakdown)  # prefill's include the mixed
-    details = [words["serving_iterations"].format(count=iterations)]
+    steady = max((r.steps for r in summary.per_rank), default=iterations)  # the breakdown leaves warm-up out
+    details = [words["serving_iterations"].format(count=iterations) if steady >= iterations else
+               words["serving_iterations_steady"].format(count=iterations, steady=steady)]
     if covered.phase == "decode":
         if covered.start_to_start_us is not None:
             details.append(words["serving_tpot"].format(value=fmt_us(covered.start_to_start_us)))
