@@ -149,7 +149,7 @@ def test_a_gap_the_outside_straggler_hides_is_not_charged(reports):
     and leave the AllReduce together: a faster rank 1 would save nothing."""
     report = reports(ASCEND / "text-level0-2ranks")
     assert "cluster.uneven_waits" not in [f.id for f in report.findings]
-    exposed = _finding(report, "communication.exposed_collectives")
+    exposed = _finding(report, "communication.exposed_collectives_spans")
     assert "cannot be told apart" not in exposed.explanation  # the straggler finding does tell them apart, roughly
 
 
