@@ -33,7 +33,7 @@ from advisor.engine.evaluate import explain_firing, facts_by_family
 from advisor.engine.expr import resolver
 from advisor.engine.session import Firing
 from advisor.facts import BottleneckFact, BreakdownFact, CommunicationFact, Fact, FactSet, IdleFact, OperatorFact
-from advisor.facts.models import PhaseFact
+from advisor.facts.models import PhaseFact, TimeRange
 from advisor.gates import Known, Presumed, check_preconditions, check_presuppositions
 from advisor.knowledge import KnowledgeEntry, Presupposition, public_reference
 from advisor.report import (
@@ -59,6 +59,7 @@ HIGH_SHARE = 0.05
 MEDIUM_SHARE = 0.01
 TOP_OPERATORS = 10
 ASSUMED_WEIGHT = 0.5  # an assumed gain ranks above a measured one only when it is more than twice as large
+RANGES_PER_FINDING = 6  # the longest time ranges a finding names (each fact names a few per field)
 MEASURABLE_US = 0.05  # a gain below this is none: shown as such, not as "0.0 µs"
 HOST_IDLE_BUCKETS = ("idle/dispatch", "idle/host", "idle/optimizer", "idle/zero_grad")  # host loops the profiler slows
 INSTRUMENTATION = ("with_stack", "record_shapes")  # capture settings that add host time to every operator
@@ -197,10 +198,20 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                     conditions=_conditions(rule, representative, facts),
                     chain=_chain(representative, derived_by),
                 ),
+                ranges=gain_ranges(rule, members),
             )
         )
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -ranking_score(f), f.id, f.key or ""))
     return findings
+
+
+def gain_ranges(rule: Rule, members: list[Charge]) -> list[TimeRange]:
+    """Where a finding's gain lies: the time ranges of the fact fields its gain expression names, of every firing's
+    matched facts, the RANGES_PER_FINDING longest."""
+    named = {(ref.alias, ref.field) for ref in rule.exprs.gain.references} if rule.exprs.gain else set()
+    found = {r for m in members for alias, fact in m.firing.matched.items() for r in getattr(fact, "ranges", ())
+             if (alias, r.field) in named}
+    return sorted(found, key=lambda r: (r.start_us - r.end_us, r.rank, r.start_us, r.field))[:RANGES_PER_FINDING]
 
 
 def contradicted_prescriptions(firing: Firing, by_family: dict[str, list[Fact]], book: RuleBook

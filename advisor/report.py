@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+from advisor.facts.models import TimeRange
 from advisor.vocabulary import Micros, Severity, Verdict
 
 if TYPE_CHECKING:
@@ -250,6 +251,11 @@ class Finding(_Model):
                                           "the same time first.")
     prescriptions: list[Prescription]
     trace: Trace
+    ranges: list[TimeRange] = Field(
+        default_factory=list, description="Where the gain's time lies in the traces: the longest stretches of the fact "
+                                          "fields its rule's gain_us names (at most 6, longest first), "
+                                          "each on its trace file's clock; empty where those fields have none. "
+                                          "advisor diagnose --annotate writes them as a Chrome trace.")
 
 
 class WithheldFinding(_Model):

@@ -20,7 +20,7 @@ from advisor.engine.evaluate import explain_rule, satisfies, why_not
 from advisor.engine.session import Firing, RuleEngine
 from advisor.engine.spec import AggregateFact, FactCondition, FindingExpectation, case_fact
 from advisor.errors import EngineError
-from advisor.facts.models import Fact
+from advisor.facts.models import PROVENANCE_FIELDS, Fact
 from advisor.findings import build_findings
 from advisor.rulebook import Rule, RuleBook
 
@@ -129,7 +129,7 @@ def case_from_profile(rule: Rule, firings: list[Firing], facts: list[Fact], name
         seen = [result.fact for group in explain_rule(rule.spec, facts)[:1] for result in group.conditions]
         chosen, expect = list({id(f): f for f in seen if f is not None}.values()), "quiet"
     chosen = _measured(rule, chosen, facts)
-    rows = [{"fact": fact.family, **{k: _short(v) for k, v in fact.model_dump(mode="json", exclude={"id", "sources"}).items()
+    rows = [{"fact": fact.family, **{k: _short(v) for k, v in fact.model_dump(mode="json", exclude={"id", *PROVENANCE_FIELDS}).items()
                                      if v is not None and v != []}} for fact in chosen]
     case = {"name": name, "facts": rows, "expect": expect}
     with RuleEngine([rule]) as engine:

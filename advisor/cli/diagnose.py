@@ -41,6 +41,7 @@ from advisor.cli.output import (
     output_targets,
     refuse_overwriting,
     with_progress,
+    write_atomically,
     write_report,
 )
 from advisor.cli.packs import find_rule, load_book, without_failing_packs
@@ -69,6 +70,9 @@ def diagnose_command(
     explain: Annotated[
         bool, typer.Option("--explain", help="In the terminal report, show every finding with its conditions and fact values.")
     ] = False,
+    annotate: Annotated[Optional[Path], typer.Option(
+        "--annotate", metavar="FILE", help="Also write FILE: the traces the findings' time ranges are on, with one named "
+        "range per range (Chrome trace JSON: open it in ui.perfetto.dev or chrome://tracing).")] = None,
     max_file_size: MaxFileSizeOption = None,
     jobs: JobsOption = None,
     scheduler: SchedulerOption = None,
@@ -87,6 +91,7 @@ def diagnose_command(
       advisor diagnose ./prof --detail full --explain
       advisor diagnose ./prof -o report.html -o report.md -o report.json
       advisor diagnose ./prof -o findings.csv -o report.xlsx
+      advisor diagnose ./prof -o report.html --annotate timeline.json
       advisor diagnose ./prof -f json --fail-on high --max-findings 10
       advisor diagnose ./traces --lang zh --env TASK_QUEUE_ENABLE=1 --context model.yaml
       advisor diagnose /shared/cluster-prof --scheduler tcp://scheduler:8786 --deep all
@@ -96,21 +101,43 @@ def diagnose_command(
         from advisor.render import render_document, render_terminal
 
         targets = output_targets(output_format, output)
-        refuse_overwriting(output, [path, *(env_file or []), *([context] if context else []), *(rules or [])])
+        written = [*(output or []), *([annotate] if annotate else [])]
+        refuse_overwriting(written, [path, *(env_file or []), *([context] if context else []), *(rules or [])])
         view = report_view(detail, max_findings, min_severity, explain)
         user = user_context(env, env_file, context)
         book = load_book(rules, skip_broken=True)
         options = run_options(max_file_size, jobs, scheduler, deep)
         report = with_progress(f"Diagnosing {path}", options, lambda options: without_failing_packs(
             book, lambda rules: diagnose(path, lang=language(lang), context=user, rulebook=rules, options=options)))
-        refuse_overwriting(output, files_read(path, report.coverage))
+        refuse_overwriting(written, files_read(path, report.coverage))
         for fmt, target in targets:
             write_report(fmt, target, lambda console: render_terminal(report, console, explain, view),
                          lambda name: render_document(report, name, view))
+        if annotate is not None:
+            write_annotation(report, path, annotate)
         note_coverage(report.coverage)
         if report.status == "empty":
             note("nothing could be diagnosed: no step or operator data was readable", level="error")
         raise typer.Exit(exit_code([report.status], report.findings, fail_on))
+
+
+def write_annotation(report, path: Path, target: Path) -> None:
+    """Write the Chrome trace of the report's time ranges (``render.timeline``) to ``target`` and say what it holds."""
+    from advisor.render.timeline import annotate, locator, trace_json
+
+    annotation = annotate(report, locator(path))
+    for name, why in annotation.unread.items():
+        note(f"{name}: its events are not in the annotated trace, only its findings' ranges: {why}", level="warning")
+    try:
+        write_atomically(target, trace_json(annotation))
+    except OSError as exc:
+        raise errors.InputError(f"{target}: cannot write the annotated trace ({exc.strerror or exc})") from exc
+    if not annotation.ranges:
+        note(f"annotated trace written to {target}: no finding has a time range, so it holds no range")
+    else:
+        files = ", ".join(annotation.merged) or "none"
+        note(f"annotated trace written to {target}: {annotation.ranges} time range(s) of {annotation.findings} "
+             f"finding(s), over the events of {files}")
 
 
 def facts_command(

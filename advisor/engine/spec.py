@@ -32,7 +32,7 @@ from advisor.budget import ROOT_BUCKET, bucket_problem
 from advisor.engine.expr import Expression, ExpressionError, Template, check_format_spec
 from advisor.engine.regex import UnsupportedRegex, translate
 from advisor.facts.catalogue import field_bounds, field_kind, literal_choices, value_kind
-from advisor.facts.models import FACT_FAMILIES, Fact
+from advisor.facts.models import FACT_FAMILIES, PROVENANCE_FIELDS, Fact
 from advisor.text import Text
 from advisor.vocabulary import Category, Platform, Severity
 
@@ -487,7 +487,7 @@ def _check_predicate(
 ) -> list[str]:
     problems: list[str] = []
     if field in _RESERVED_FIELDS or field not in model.model_fields:
-        fields = [f for f in model.model_fields if f != "sources"]
+        fields = [f for f in model.model_fields if f not in PROVENANCE_FIELDS]
         return [f"{where}: {model.family} has no field {field!r}{did_you_mean(field, fields)} (fields: {', '.join(fields)})"]
     kind = field_kind(model, field)
     if kind == "list":
@@ -605,7 +605,7 @@ def _derived_values(spec: RuleSpec, aliases, problems: list[RuleProblem], check_
     values: dict[str, Any] = {}
     for field, value in derivation.values.items():
         loc = ("then", "assert", "values", field)
-        if field not in model.model_fields or field in ("id", "sources"):
+        if field not in model.model_fields or field in ("id", *PROVENANCE_FIELDS):
             problems.append(RuleProblem(f"then.assert.{field}: {derivation.fact} has no settable field {field!r}"
                                         f"{did_you_mean(field, [f for f in _settable(model) if f != 'id'])}", loc))
             continue
@@ -620,7 +620,7 @@ def _derived_values(spec: RuleSpec, aliases, problems: list[RuleProblem], check_
 
 def _settable(model: type[Fact]) -> list[str]:
     """The fields of a fact family a rule can name."""
-    return [f for f in model.model_fields if f not in _RESERVED_FIELDS and f != "sources"]
+    return [f for f in model.model_fields if f not in _RESERVED_FIELDS and f not in PROVENANCE_FIELDS]
 
 
 def _never_true(op: str, value: float, bounds: tuple[float | None, float | None]) -> bool:
@@ -644,7 +644,7 @@ def case_fact(raw: dict[str, Any], fact_id: str) -> Fact:
     checked: dict[str, Any] = {}
     for name, value in values.items():
         info = model.model_fields.get(name)
-        if info is None or name in ("id", "sources"):
+        if info is None or name in ("id", *PROVENANCE_FIELDS):
             raise ValueError(f"{family} has no field {name!r}{did_you_mean(name, [f for f in _settable(model) if f != 'id'])}")
         adapter = TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation)
         try:

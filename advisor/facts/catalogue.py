@@ -9,11 +9,11 @@ from functools import cache
 from importlib import resources
 from typing import Annotated, Any, Literal, Union
 
-from advisor.facts.models import FACT_FAMILIES, Fact
+from advisor.facts.models import FACT_FAMILIES, PROVENANCE_FIELDS, Fact
 
 _UNITS = (("_us", "µs"), ("_ms", "ms"), ("_mb", "MB"), ("_gbps", "GB/s"), ("_mhz", "MHz"), ("_ratio", "0..1"),
           ("_share", "0..1"))
-HIDDEN_FIELDS = ("sources",)
+HIDDEN_FIELDS = PROVENANCE_FIELDS
 
 
 def field_rows(model: type[Fact]) -> list[tuple[str, str, str, str, str]]:

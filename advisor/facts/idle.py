@@ -33,7 +33,7 @@ from advisor.facts.host import (OPTIMIZER_STEP, ZERO_GRAD, compile_calls, datalo
 from advisor.facts.models import Fact, IdleFact
 from advisor.facts.platforms import QUEUED_LAUNCH_US_CAP, traits
 from advisor.facts.scope import RankScope, file_source
-from advisor.facts.windows import inside
+from advisor.facts.windows import inside, longest_ranges
 from advisor.ingest.kinetosteps import first_start, launch_times, per_window, step_windows
 from advisor.ingest.lanes import lane_windows
 from advisor.ingest.warmup import first_call_launches, warmup_by_step
@@ -78,11 +78,16 @@ def after_syncs(calls: pd.DataFrame, busy: np.ndarray) -> np.ndarray:
 class IdleSplit:
     """Idle time split by cause (``attribute_idle``): µs per part of PARTS, the measured sub-parts of some of them
     (``item_sync``, ``copy_sync`` of sync; ``pageable_copy`` of copy; ``dispatch_in_operators`` of dispatch), and the
-    dispatch stretches themselves (``late``: disjoint, sorted)."""
+    stretches themselves (disjoint, sorted) of each part and of the sub-parts item_sync, copy_sync and pageable_copy."""
 
     parts: dict[str, float]
     sub: dict[str, float]
-    late: np.ndarray
+    stretches: dict[str, np.ndarray]
+
+    @property
+    def late(self) -> np.ndarray:
+        """The dispatch stretches: idle before a task launched only after the device had drained."""
+        return self.stretches["dispatch"]
 
 
 def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarray], syncs: np.ndarray,
@@ -100,25 +105,25 @@ def attribute_idle(idle: np.ndarray, busy: np.ndarray, host: dict[str, np.ndarra
     ``syncs``, ``item_syncs``, ``copy_syncs``: the idle synchronisations leave (``after_syncs``); ``copies``: memory copies on the device and the host's copy calls; ``tasks``: device task starts
     (``device_ts``) with the start of the call that launched them (``launch_ts``, NaN when unknown).
     """
-    parts = dict.fromkeys(PARTS, 0.0)
+    stretches: dict[str, np.ndarray] = {}
     left = idle
     for part in HOST_PARTS:
         cause = host.get(part, EMPTY)
-        parts[part] = length(intersect(left, cause))
+        stretches[part] = intersect(left, cause)
         left = subtract(left, cause)
-    sub = {"item_sync": length(intersect(left, item_syncs)), "copy_sync": length(intersect(left, copy_syncs))}
-    synced = syncs
-    parts["sync"] = length(intersect(left, synced))
-    left = subtract(left, synced)
-    sub["pageable_copy"] = length(intersect(left, pageable))
-    parts["copy"] = length(intersect(left, copies))
+    stretches["item_sync"], stretches["copy_sync"] = intersect(left, item_syncs), intersect(left, copy_syncs)
+    stretches["sync"] = intersect(left, syncs)
+    left = subtract(left, syncs)
+    stretches["pageable_copy"], stretches["copy"] = intersect(left, pageable), intersect(left, copies)
     left = subtract(left, copies)
-    late, parts["host"] = _late_launches(left, tasks)
-    parts["dispatch"] = length(late)
+    late, host_us = _late_launches(left, tasks)
+    stretches["dispatch"] = late
+    parts = {part: host_us if part == "host" else length(stretches[part]) for part in PARTS}
+    sub = {name: length(stretches[name]) for name in ("item_sync", "copy_sync", "pageable_copy")}
     activity = activity or {}
     sub.update({f"dispatch_in_{name}": length(intersect(late, where)) for name, where in activity.items()})
     sub["dispatch_in_any"] = length(intersect(late, union(np.concatenate([EMPTY, *activity.values()]))))
-    return IdleSplit(parts, sub, late)
+    return IdleSplit(parts, sub, stretches)
 
 
 def outlier_mask(windows: pd.DataFrame, warmup: frozenset[int] = frozenset()) -> np.ndarray:
@@ -208,7 +213,8 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         blocking = draining_copy_calls(gpu, runtime, names.copy_call)
         warmup = frozenset(warmup_by_step(rank.kineto, windows))
         first_calls = first_call_launches(gpu, runtime).index  # set-up, not launch overhead (trace.apis shares the index)
-        source = f"{show(rank.kineto.path)}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
+        trace_file = show(rank.kineto.path)
+        source = f"{trace_file}[kernel, gpu_memcpy, gpu_memset, cuda_runtime, cpu_op]"
     else:
         kernels = rank.kernels.frame if rank.kernels is not None else pd.DataFrame()
         timed = {"start_us", "duration_us"} <= set(kernels.columns)  # a kernel table may lack Start Time
@@ -224,6 +230,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
             [intersect(spans(lanes), _window_set(windows)), _preparing(trace.overlap, windows)]))
         copies = spans(trace.device.loc[matching(trace.device["task_type"].fillna(""), names.copy_task)])
         tasks = trace.launches
+        trace_file = show(rank.file("trace"))
         source = file_source(show, rank, "trace", "Overlap Analysis: Free; Python: DataLoader, GC; CANN: AscendCL")
     if rank.iterations is not None and rank.step_trace is not None:  # a serving run: the breakdown's iterations only
         covered = pd.to_numeric(rank.step_trace.frame["step"], errors="coerce")
@@ -269,7 +276,8 @@ def idle_facts(scope: RankScope) -> list[Fact]:
 
     if _warm(windows, warmup).all():  # no steady step to tell them from: the warm-up steps are all there is
         warmup = frozenset()
-    typical = windows.loc[~outlier_mask(windows, warmup) & ~_warm(windows, warmup)]
+    outliers = outlier_mask(windows, warmup)
+    typical = windows.loc[~outliers & ~_warm(windows, warmup)]
     typical_idle = intersect(free, _window_set(typical)) if len(typical) < len(windows) else free
     found = split(typical_idle)
     count = len(typical)
@@ -302,6 +310,10 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     waiting = union(np.concatenate([intersect(typical_idle, syncs), subtract(found.late, launching_only)]))
     in_python = _python_in(waiting, inside(python, typical)) if python is not None and len(python) else None
     top_us = top_us / count if top_us is not None else None
+    stretches = {**{f"{part}_us": found.stretches[part] for part in PARTS if part != "host"},
+                 **{f"{name}_us": found.stretches[name] for name in ("item_sync", "copy_sync", "pageable_copy")},
+                 "idle_us": typical_idle, "dispatch_outside_launches_us": subtract(found.late, launching_only),
+                 "host_wait_outside_launches_us": waiting, **_step_stretches(windows, outliers, spread)}
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
         idle_share_of_step=share(idle, step), **{f"{part}_us": value for part, value in per_step.items()},
@@ -323,8 +335,18 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         dispatch_top_operator_us=top_us,
         dispatch_host_activity=_host_activity(per_step["dispatch"], within, top, top_us, operators is not None),
         host_wait_python=_python_words(in_python, count, rank),
-        **spread,
+        **spread, ranges=longest_ranges(stretches, windows, rank.rank, trace_file),
     )]
+
+
+def _step_stretches(windows: pd.DataFrame, outliers: np.ndarray, spread: dict[str, object]) -> dict[str, np.ndarray]:
+    """The step windows behind the spread's figures: the outlier steps (``outlier_excess_us``) and the slowest step
+    (``slowest_step_us``, when the steps are numbered)."""
+    found = {"outlier_excess_us": windows.loc[outliers, ["start", "end"]].to_numpy(float)} if outliers.any() else {}
+    slowest = windows.loc[windows["step"] == spread.get("slowest_step"), ["start", "end"]]
+    if spread.get("slowest_step") is not None and len(slowest):
+        found["slowest_step_us"] = slowest.to_numpy(float)[:1]
+    return found
 
 
 def _pageable_spans(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:

@@ -20,6 +20,25 @@ NonNegative = Annotated[float, Field(ge=0.0)]  # counts, sizes, bandwidths, rati
 Duration = Annotated[Micros, Field(ge=0.0)]  # a time the profile measured: never negative
 
 
+class TimeRange(BaseModel):
+    """A stretch of one rank's timeline that a fact's figure is made of: where in the original trace to look.
+
+    ``start_us`` and ``end_us`` are on the clock of ``file`` (its events' ``ts``, µs), so a viewer of that trace
+    (Perfetto, chrome://tracing) shows the stretch where it happened (``advisor diagnose --annotate``)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    field: str = Field(description="The fact's field whose time this is, e.g. dispatch_us, outlier_excess_us.")
+    rank: int = Field(ge=0, description="Rank.")
+    step: int | None = Field(None, description="The step (ProfilerStep#N) it lies in; None without step numbers.")
+    start_us: float = Field(description="Start, µs on the trace's clock (its events' ts).")
+    end_us: float = Field(description="End, µs on the same clock.")
+    file: str = Field(description="The trace file whose clock and events it is on.")
+
+
+PROVENANCE_FIELDS = ("sources", "ranges")  # where a fact's figures come from, not figures a rule compares
+
+
 class Fact(BaseModel):
     """Base of every fact family."""
 
@@ -753,6 +772,10 @@ class IdleFact(Fact):
     warmup_steps: str | None = Field(None, description="The steps that warm up (facts.capture), left out of the typical steps and of the outliers, e.g. '2'.")
     warmup_excess_us: Duration | None = Field(None, description="What the warm-up steps add to the mean step: their excess over the median / steps, µs.")
     outlier_excess_share_of_step: Ratio | None = Field(None, description="outlier_excess_us / the mean step over every step (the breakdown's), not step_us.")
+
+    ranges: list[TimeRange] = Field(default_factory=list, description="The longest stretches of the figures above "
+                                    "(each part's idle, the synchronisations' and copies' sub-parts, the outlier and "
+                                    "slowest steps), at most a few per field, longest first.")
 
     def part_us(self, part: str) -> float:
         return float(getattr(self, f"{part}_us"))

@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from advisor.facts.models import TimeRange
 from advisor.ingest.kinetosteps import step_markers, window_of  # noqa: F401 (window_of: the facts' name for it)
 
 WINDOW_COLUMNS = ["step", "start", "end"]
+RANGES_PER_FIELD = 3  # the longest stretches a fact names per field (where to look, not an inventory)
 
 
 def kernel_step_windows(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -46,3 +48,24 @@ def inside(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd
     slot = np.searchsorted(starts, times, side="right") - 1
     hit = (slot >= 0) & (times <= ends[np.clip(slot, 0, None)])
     return frame.loc[hit]
+
+
+def longest_ranges(stretches: dict[str, np.ndarray], windows: pd.DataFrame, rank: int, file: str) -> list[TimeRange]:
+    """For each field (name → its [start, end) stretches on ``file``'s clock), its RANGES_PER_FIELD longest stretches,
+    longest first, each with the step window (``windows``) it starts in."""
+    ranges = []
+    for field, spans in stretches.items():
+        spans = np.asarray(spans, dtype=float).reshape(-1, 2)
+        for at in np.argsort(spans[:, 0] - spans[:, 1], kind="stable")[:RANGES_PER_FIELD]:
+            start, end = (float(value) for value in spans[at])
+            if end > start:
+                ranges.append(TimeRange(field=field, rank=rank, step=step_at(windows, start), start_us=start,
+                                        end_us=end, file=file))
+    return ranges
+
+
+def step_at(windows: pd.DataFrame, ts: float) -> int | None:
+    """The number of the step window (``step``, ``start``, ``end``) holding ``ts``; None outside them or unnumbered."""
+    hit = windows.loc[(windows["start"] <= ts) & (ts < windows["end"]), "step"]
+    step = hit.iloc[0] if len(hit) else None
+    return None if step is None or pd.isna(step) else int(step)

@@ -43,6 +43,7 @@ from advisor.render.common import (
 from advisor.resources import data_dir
 
 if TYPE_CHECKING:
+    from advisor.facts.models import TimeRange
     from advisor.render.charts import Chart
     from advisor.report import Report
 
@@ -130,7 +131,16 @@ def finding_context(words: dict[str, str]) -> dict:
         "conditions": condition_rows,
         "mark": lambda status: {"met": "✓", "unmet": "✗", "unknown": "?"}[status],
         "chain": chain_lines,
+        "time_range": lambda time_range: range_text(time_range, words),
     }
+
+
+def range_text(time_range: TimeRange, words: dict[str, str]) -> str:
+    """Where a finding's time lies, in words: field, rank, step, start–end on the trace's clock, length and file."""
+    step = words["time_range_step"].format(step=time_range.step) if time_range.step is not None else ""
+    return words["time_range"].format(field=time_range.field, rank=time_range.rank, step=step,
+                                      start=f"{time_range.start_us:,.1f}", end=f"{time_range.end_us:,.1f}",
+                                      length=fmt_us(time_range.end_us - time_range.start_us), file=time_range.file)
 
 
 @lru_cache(maxsize=2)

@@ -1,0 +1,152 @@
+"""Timeline links (issue 29, item 5): findings name the time ranges their gain lies in, and ``advisor diagnose
+--annotate`` writes them as a Chrome trace over the original events (advisor/render/timeline.py), on the real
+Ascend two-rank capture and the PyTorch tutorial's ResNet-50 trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from numbers import Number
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REAL, SAMPLE_SINGLE
+from typer.testing import CliRunner
+
+from advisor.cli import app
+from advisor.render.timeline import ANNOTATION_PROCESS, with_free_pids
+
+TUTORIAL = FIXTURES / "pytorch-tutorial-resnet50" / "num_workers_4"
+METADATA = {"process_name", "process_sort_index", "process_labels", "thread_name", "thread_sort_index"}
+
+
+def _annotate(profile: Path, tmp_path: Path) -> tuple[dict, dict, str]:
+    """The JSON report and the annotated trace of ``profile``, and standard error."""
+    report, trace = tmp_path / "report.json", tmp_path / "timeline.json"
+    done = CliRunner().invoke(app, ["diagnose", str(profile), "-o", str(report), "--annotate", str(trace)],
+                              env={"LANG": "C.UTF-8"})
+    assert done.exit_code in (0, 3), done.output
+    return json.loads(report.read_text()), json.loads(trace.read_bytes()), done.stderr
+
+
+def check_chrome_trace(trace: dict) -> None:
+    """The JSON Object Format of the Trace Event Format, as Perfetto's and chrome://tracing's importers read it: a
+    list of events, each with a phase; complete events with a name, numeric ts and dur ≥ 0, and their pid and tid;
+    metadata events naming processes and threads."""
+    assert set(trace) == {"traceEvents", "displayTimeUnit"} and trace["displayTimeUnit"] in ("ms", "ns")
+    assert isinstance(trace["traceEvents"], list)
+    for event in trace["traceEvents"]:
+        assert isinstance(event, dict) and isinstance(event.get("ph"), str)
+        if event.get("cat") == "advisor":
+            assert event["ph"] == "X" and isinstance(event["name"], str) and event["name"]
+            assert isinstance(event["ts"], Number) and isinstance(event["dur"], Number) and event["dur"] >= 0
+            assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        if event["ph"] == "M" and event["name"] in METADATA:
+            assert "pid" in event and isinstance(event.get("args"), dict)
+    json.loads(json.dumps(trace))  # plain JSON: no NaN or infinity
+
+
+def _annotations(trace: dict) -> tuple[int, dict[int, str], list[dict]]:
+    """The annotation process: its pid, its threads' names by tid, and its ranges."""
+    events = trace["traceEvents"]
+    (pid,) = [e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"
+              and e["args"]["name"] == ANNOTATION_PROCESS]
+    threads = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == pid}
+    return pid, threads, [e for e in events if e.get("cat") == "advisor"]
+
+
+def _check_one_named_range_per_range(report: dict, trace: dict) -> list[dict]:
+    """Every range of every finding is one X event on the finding's thread, named after it, at the range's times."""
+    _, threads, ranges = _annotations(trace)
+    expected = [(number, finding, r) for number, finding in enumerate(report["findings"], 1) for r in finding["ranges"]]
+    assert len(ranges) == len(expected) > 0
+    for event, (number, finding, r) in zip(ranges, expected):
+        assert event["tid"] == number and threads[number].startswith(f"{number}. {finding['title']}")
+        assert event["name"].startswith(finding["title"]) and event["args"]["finding"] == finding["id"]
+        assert (event["ts"], event["ts"] + event["dur"]) == pytest.approx((r["start_us"], r["end_us"]))
+        assert (event["args"]["rank"], event["args"]["file"], event["args"]["field"]) == (r["rank"], r["file"], r["field"])
+    return ranges
+
+
+def _events(path: Path) -> list[dict]:
+    raw = path.read_bytes()
+    data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def _span(event: dict) -> tuple[float, float]:
+    start = float(event["ts"])
+    return start, start + float(event.get("dur", 0))
+
+
+def test_ascend_capture_annotated_over_both_ranks_traces(tmp_path):
+    report, trace, stderr = _annotate(REAL, tmp_path)
+    check_chrome_trace(trace)
+    ranges = _check_one_named_range_per_range(report, trace)
+    by_id = {f["id"]: f for f in report["findings"]}
+    assert {r["field"] for r in by_id["io.blocking_copies"]["ranges"]} == {"copy_sync_us"}  # the blocking copy's wait
+    assert {r["field"] for r in by_id["host.host_work"]["ranges"]} == {"dispatch_us"}
+    assert {r["rank"] for r in by_id["io.blocking_copies"]["ranges"]} == {0, 1}
+    # the original events of both ranks are there, each process once (pids that clash moved), named with its rank
+    files = {r["args"]["file"] for r in ranges}
+    originals = {name: _events(REAL / name) for name in files}
+    assert len(trace["traceEvents"]) - len(ranges) - 2 - 2 * len({r["tid"] for r in ranges}) == sum(map(len, originals.values()))
+    names = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    assert len({e["pid"] for e in names}) == len(names)
+    assert all(e["args"]["name"].endswith(("(rank 0)", "(rank 1)")) for e in names if e["args"]["name"] != ANNOTATION_PROCESS)
+    # each range is where the original trace says the device idles: inside its rank's ProfilerStep#50, on no compute
+    for r in ranges:
+        events = originals[r["args"]["file"]]
+        start, end = r["ts"], r["ts"] + r["dur"]
+        (step,) = [_span(e) for e in events if e.get("name") == f"ProfilerStep#{r['args']['step']}"]
+        assert step[0] <= start < end <= step[1] + 1e-3
+        computing = [_span(e) for e in events if e.get("name") == "Computing" and e.get("ph") == "X"]
+        assert computing and not any(s < end - 0.5 and start + 0.5 < e for s, e in computing)  # the lanes' own rounding
+    assert "annotated trace written to" in stderr and "time range(s) of 2 finding(s)" in stderr
+
+
+def test_tutorial_trace_ranges_are_its_blocking_copies_and_zero_grad(tmp_path):
+    report, trace, _ = _annotate(TUTORIAL, tmp_path)
+    check_chrome_trace(trace)
+    ranges = _check_one_named_range_per_range(report, trace)
+    (file,) = {r["args"]["file"] for r in ranges}
+    events = _events(TUTORIAL / file)
+    assert len(trace["traceEvents"]) > len(events)  # the original trace, unchanged, with the annotation added
+    assert trace["traceEvents"][:len(events)] == events
+    copies = [_span(e) for e in events if e.get("cat") == "Memcpy" and "Pageable" in e["name"]]
+    zero_grad = [_span(e) for e in events if e.get("name", "").startswith("Optimizer.zero_grad")]
+    checked = set()
+    for r in ranges:
+        start, end = r["ts"], r["ts"] + r["dur"]
+        if r["args"]["field"] == "pageable_copy_us":  # the GPU idles while a copy from pageable memory runs
+            assert any(s < end and start < e for s, e in copies)
+        elif r["args"]["field"] == "zero_grad_us":  # … while the host is inside zero_grad
+            assert any(s <= start and end <= e for s, e in zero_grad)
+        checked.add(r["args"]["field"])
+    assert {"pageable_copy_us", "zero_grad_us"} <= checked
+
+
+def test_the_slowest_and_outlier_steps_are_their_step_windows():
+    from advisor.facts import IdleFact, extract_facts
+    from advisor.ingest import load_profile
+
+    (idle,) = extract_facts(load_profile(TUTORIAL)).of(IdleFact)
+    steps = {r.field: r for r in idle.ranges if r.field in ("slowest_step_us", "outlier_excess_us")}
+    assert steps["slowest_step_us"].step == idle.slowest_step
+    assert steps["slowest_step_us"].end_us - steps["slowest_step_us"].start_us == pytest.approx(idle.slowest_step_us)
+    assert steps["outlier_excess_us"].step == int(idle.outlier_steps.split(",")[0])
+
+
+def test_a_report_without_ranges_gives_a_valid_trace_and_says_so(tmp_path):
+    report, trace, stderr = _annotate(SAMPLE_SINGLE, tmp_path)
+    check_chrome_trace(trace)
+    assert not any(f["ranges"] for f in report["findings"])
+    assert _annotations(trace)[2] == [] and "no finding has a time range" in stderr
+
+
+def test_clashing_process_ids_of_a_second_trace_are_moved():
+    taken: set[int] = set()
+    first = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}}, {"ph": "X", "pid": 0, "ts": 1}]
+    assert with_free_pids(first, taken, None) is first and taken == {0}
+    second = with_free_pids([dict(e) for e in first], taken, 1)
+    assert [e["pid"] for e in second] == [1, 1] and second[0]["args"]["name"] == "GPU 0 (rank 1)" and taken == {0, 1}
