@@ -333,6 +333,7 @@ def test_top_actions_give_a_millisecond_or_more_in_ms(example):
     """Before: the brief report's top actions read '96.53 ms' above '8,818.9 µs' (issue 29, item 7): µs only below 1 ms."""
     for name in ("markdown", "html"):
         text = render_document(example, name, View(detail="brief"))
+        text = re.sub(r'<ul class="note ranges">.*?</ul>', "", text, flags=re.S)  # positions on the trace's clock
         assert "8.82 ms" in text and not re.search(r"\d,\d{3}\.\d µs", text), name
 
 

@@ -319,17 +319,21 @@ def gain_text(finding, words: dict[str, str]) -> str:
     if finding.estimated_gain_us < 0.05 and finding.shares_time_with and finding.claimed_gain_us:
         return words["gain_all_shared"].format(claimed=fmt_us(finding.claimed_gain_us),
                                                others=", ".join(finding.shares_time_with))
-    share = f" ({fmt_pct(finding.estimated_gain_ratio)} {words['of_step']})" if finding.estimated_gain_ratio is not None else ""
-    text = f"{fmt_us(finding.estimated_gain_us)} {words['per_step']}{share}"
+    share = (words["gain_ratio"].format(ratio=fmt_pct(finding.estimated_gain_ratio), of_step=words["of_step"])
+             if finding.estimated_gain_ratio is not None else "")
+    text = words["gain_amount"].format(time=fmt_us(finding.estimated_gain_us), per_step=words["per_step"], share=share)
     if finding.gain_basis:
-        text += f", {words['gain_' + finding.gain_basis]}"
+        text += words["gain_comma"] + words["gain_" + finding.gain_basis]
+    notes = []
     if finding.instrumented_by:
-        text += f"; {words['gain_instrumented'].format(settings=', '.join(finding.instrumented_by))}"
+        notes.append(words["gain_instrumented"].format(settings=", ".join(finding.instrumented_by)))
     if finding.shares_time_with and finding.claimed_gain_us is not None:
-        text += f"; {words['gain_shared'].format(claimed=fmt_us(finding.claimed_gain_us), others=', '.join(finding.shares_time_with))}"
+        notes.append(words["gain_shared"].format(claimed=fmt_us(finding.claimed_gain_us),
+                                                 others=", ".join(finding.shares_time_with)))
     elif finding.claimed_gain_us is not None and finding.claimed_gain_us > finding.estimated_gain_us * 1.01:
-        text += "; " + words["gain_capped"].format(claimed=fmt_us(finding.claimed_gain_us), bucket=finding.charged_to or "step")
-    return text
+        notes.append(words["gain_capped"].format(claimed=fmt_us(finding.claimed_gain_us),
+                                                 bucket=finding.charged_to or "step"))
+    return words["gain_semicolon"].join([text, *notes])
 
 
 def verdict_sentence(report: Report, words: dict[str, str]) -> str:
