@@ -136,6 +136,7 @@ class DbTables:
         self._strings: dict[int, str] | None = None
         self._no_strings_told = False
         self._checked: set[tuple[str, str]] = set()  # (table, column) whose non-numbers were counted
+        self._dtypes: dict[tuple[str, str], str] = {}  # (table, column) → the dtype the whole column reads as
 
     def _count_work(self) -> int:
         self._work += _WORK_CHECK
@@ -144,13 +145,21 @@ class DbTables:
     def has(self, table: str) -> bool:
         return table in self.names
 
-    def frame(self, query: str) -> pd.DataFrame:
+    def frame(self, query: str, params: list[object] | tuple[object, ...] = ()) -> pd.DataFrame:
+        return self._run(query, lambda: pd.read_sql_query(query, self.connection, params=params or None))
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        """The rows of ``query`` as SQLite gives them (ints, floats, text, blobs, None), for a few rows only."""
+        return self._run(query, lambda: self.connection.execute(query).fetchall())
+
+    def _run(self, query: str, read: Callable[[], T]) -> T:
+        """``read`` the result of ``query`` under the work limit; a refused table or an SQLite error is a FileProblem."""
         for table, reason in self._refused.items():
             if re.search(rf"\b{re.escape(table)}\b", query, re.IGNORECASE):
                 raise FileProblem(reason)
         self._work = 0
         try:
-            return pd.read_sql_query(query, self.connection)
+            return read()
         except (sqlite3.Error, pd.errors.DatabaseError) as exc:
             if self._work > self._work_limit:
                 raise FileProblem(f"has a table that takes more work to read than {self._work_limit:,} SQLite steps, "
@@ -163,15 +172,20 @@ class DbTables:
         return [row[1] for row in self.connection.execute(f"PRAGMA table_xinfo({_quoted(table)})") if row[6] != 1]
 
     def select(self, table: str, required: list[str], optional: list[str] | tuple[str, ...] = (),
-               numbers: tuple[str, ...] = ()) -> pd.DataFrame:
+               numbers: tuple[str, ...] = (), where: tuple[str, list[object]] | None = None) -> pd.DataFrame:
         """The columns of ``table``: a missing required one is a FileProblem naming the table and columns, a missing
         optional one is read as NULL (schemas differ: COMMUNICATION_OP of DB schema 1.0.0 has no deviceId); those in
-        ``numbers`` are read as numbers (``count_non_numbers``), a numeric column also when every value is NULL."""
+        ``numbers`` are read as numbers (``count_non_numbers``), a numeric column also when every value is NULL.
+        ``where`` (a condition and its parameters) reads only the rows it selects, in the table's order, each number
+        column typed as the whole column reads (int64 only where every value of the table is a whole number)."""
         present = self.require(table, required)
         self.count_non_numbers(table, [c for c in numbers if c in present])
+        condition, params = where or ("", [])
         frame = self.frame("SELECT " + ", ".join(
             (_number(c) if c in numbers else c) if c in present else f"NULL AS {c}" for c in [*required, *optional])
-            + f" FROM {table}")
+            + f" FROM {table}" + (f" NOT INDEXED WHERE {condition}" if where else ""), params)
+        if where:
+            frame = frame.astype({c: self._dtypes[(table, c)] for c in numbers if c in present})
         return frame.astype({c: "float64" for c in numbers if c in frame and frame[c].dtype == object})
 
     def require(self, table: str, columns: list[str] | tuple[str, ...]) -> set[str]:
@@ -188,10 +202,14 @@ class DbTables:
         if not columns:
             return
         self._checked.update((table, c) for c in columns)
-        counts = self.frame("SELECT " + ", ".join(
-            f"SUM({c} IS NOT NULL AND NOT {_is_number(c)}), SUM({_is_number(c)} AND NOT {_is_finite(c)})"
-            for c in columns) + f" FROM {table}").iloc[0].fillna(0).to_numpy().reshape(-1, 2)
-        for column, (text, infinite) in zip(columns, counts):
+        counts = self.frame("SELECT count(*), " + ", ".join(
+            f"SUM({_unless_whole(c, f'NOT {_is_number(c)}')}), "
+            f"SUM({_unless_whole(c, f'{_is_number(c)} AND NOT {_is_finite(c)}')}), "
+            f"SUM({_unless_whole(c, _not_whole(c), null='1')})"
+            for c in columns) + f" FROM {table}").iloc[0].fillna(0).to_numpy()
+        rows, counts = counts[0], counts[1:].reshape(-1, 3)
+        for column, (text, infinite, not_whole) in zip(columns, counts):
+            self._dtypes[(table, column)] = "int64" if rows and not (text or infinite or not_whole) else "float64"
             if text:
                 self.warnings.append(f"{int(text)} non-numeric value(s) in column {column} of table {table} "
                                      "were treated as missing")
@@ -199,8 +217,33 @@ class DbTables:
                 self.warnings.append(f"{int(infinite)} infinite value(s) in column {column} of table {table} "
                                      "were treated as missing")
 
-    def text(self, values: pd.Series) -> pd.Series:
-        """STRING_IDS ids → text (values already text are kept; unknown ids become missing)."""
+    def text(self, values: pd.Series, counts: pd.Series | None = None, warn: bool = True) -> pd.Series:
+        """STRING_IDS ids → text (values already text are kept; unknown ids become missing), each distinct value
+        resolved once. ``counts``: the rows each value stands for (a GROUP BY's), in the warning of ids not found;
+        ``warn=False`` for values whose ids were counted already."""
+        strings = self._string_ids()
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        uniques = np.asarray(uniques, dtype=object)
+        missing = np.zeros(len(uniques), dtype=bool)
+
+        def resolve(position: int) -> object:
+            name, missing[position] = _resolve(strings, uniques[position])
+            return name
+
+        names = pd.Series(range(len(uniques)), dtype=object).map(resolve)
+        resolved = names.iloc[codes].set_axis(values.index).rename(values.name)
+        rows = np.ones(len(codes), dtype="int64") if counts is None else counts.to_numpy("int64")
+        missed = int(rows[missing[codes]].sum()) if warn else 0
+        if missed and strings:
+            where = f" (column {values.name})" if values.name else ""
+            self.warnings.append(f"{missed} name id(s){where} are not in STRING_IDS and were read as missing names")
+        elif missed and not self.has("STRING_IDS") and not self._no_strings_told:  # said once, not per column
+            self._no_strings_told = True
+            self.warnings.append("has no STRING_IDS table: the names given as ids in it were read as missing")
+        return resolved
+
+    def _string_ids(self) -> dict[int, str]:
+        """STRING_IDS as id → text, read once (empty where the table is missing or cannot be read)."""
         if self._strings is None:
             self._strings = {}
             if self.has("STRING_IDS"):
@@ -213,30 +256,41 @@ class DbTables:
                     if repeated := int(strings["id"].duplicated().sum()):
                         self.warnings.append(f"{repeated} id(s) of STRING_IDS appear more than once; the last value "
                                              "of each was used")
-        strings = self._strings
-        missed = 0
+        return self._strings
 
-        def resolve(value: object) -> object:
-            nonlocal missed
-            if isinstance(value, (int, np.integer)):
-                found = strings.get(int(value))
-            elif isinstance(value, (float, np.floating)):  # an id column holding NULLs is read as floats (NaN)
-                if not math.isfinite(value):
-                    return None
-                found = strings.get(int(value)) if float(value).is_integer() else None
-            else:  # NULL, or a name already
-                return value
-            missed += found is None
-            return found
+    def kept(self, table: str, column: str, keep: Callable[[str], bool]) -> tuple[str, list[object]] | None:
+        """The condition selecting the rows of ``table`` whose ``column`` names (resolved, missing read as "") pass
+        ``keep``, found from the column's distinct values, and its parameters; the ids not in STRING_IDS are counted
+        over the whole table here. None where too many names pass for one query's parameters (read every row)."""
+        groups = self.rows(f"SELECT {column}, count(*) FROM {table} GROUP BY {column}")
+        values = pd.Series([value for value, _count in groups], dtype=object, name=column.rpartition(".")[2])
+        names = self.text(values, pd.Series([count for _value, count in groups], dtype="int64")).fillna("")
+        chosen = [value for value, name in zip(values, names) if keep(name)]
+        return _one_of(column, chosen, self.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
 
-        resolved = values.astype(object).map(resolve)
-        if missed and strings:
-            where = f" (column {values.name})" if values.name else ""
-            self.warnings.append(f"{missed} name id(s){where} are not in STRING_IDS and were read as missing names")
-        elif missed and not self.has("STRING_IDS") and not self._no_strings_told:  # said once, not per column
-            self._no_strings_told = True
-            self.warnings.append("has no STRING_IDS table: the names given as ids in it were read as missing")
-        return resolved
+
+def _resolve(strings: dict[int, str], value: object) -> tuple[object, bool]:
+    """The name an id stands for, and whether it is an id STRING_IDS lacks; NULL, NaN and text are no ids."""
+    if isinstance(value, (int, np.integer)):
+        found = strings.get(int(value))
+    elif isinstance(value, (float, np.floating)):  # an id column holding NULLs is read as floats (NaN)
+        if not math.isfinite(value):
+            return None, False
+        found = strings.get(int(value)) if float(value).is_integer() else None
+    else:  # NULL, or a name already
+        return value, False
+    return found, found is None
+
+
+def _one_of(column: str, values: list[object], most: int) -> tuple[str, list[object]] | None:
+    """SQL: ``column`` equals one of ``values`` (NULL among them: or is NULL), with the parameters; None for more
+    than ``most`` values."""
+    present = [value for value in values if value is not None]
+    if len(present) > most:
+        return None
+    parts = [f"{column} IN ({', '.join('?' * len(present))})"] if present else []
+    parts += [f"{column} IS NULL"] if len(present) < len(values) else []
+    return f"({' OR '.join(parts) or '0'})", present
 
 
 def _per_table(what: str) -> Callable[[Callable[..., T]], Callable[..., T | None]]:
@@ -256,9 +310,22 @@ def _per_table(what: str) -> Callable[[Callable[..., T]], Callable[..., T | None
 
 def _number(column: str, bare: bool = False) -> str:
     """SQL reading ``column`` (``alias.name`` or ``name``) as a finite number, named ``name`` unless ``bare``: NULL
-    where it holds anything else (text that is not a number, a blob, ±inf)."""
-    value = f"CASE WHEN {_is_number(column)} AND {_is_finite(column)} THEN CAST({column} AS NUMERIC) END"
+    where it holds anything else (text that is not a number, a blob, ±inf). An integer is taken as it is, without
+    the checks (the storage class of most values: it is what the checks would give)."""
+    value = (f"CASE WHEN typeof({column}) = 'integer' THEN {column} "
+             f"WHEN {_is_number(column)} AND {_is_finite(column)} THEN CAST({column} AS NUMERIC) END")
     return value if bare else f"{value} AS {column.rpartition('.')[2]}"
+
+
+def _unless_whole(column: str, check: str, null: str = "0") -> str:
+    """SQL: 0 where ``column`` holds an integer, ``null`` where it is NULL, else ``check`` (counted by SUM)."""
+    return f"CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'null' THEN {null} ELSE ({check}) END"
+
+
+def _not_whole(column: str) -> str:
+    """SQL: ``_number`` does not read ``column`` as an integer (a fraction, a number too large for 64 bits; text that
+    is not a number is counted as such)."""
+    return f"typeof(CAST({column} AS NUMERIC)) <> 'integer'"
 
 
 def _is_number(column: str) -> str:
@@ -346,12 +413,16 @@ def step_ranges(db: DbTables) -> pd.DataFrame:
 
 
 def _step_of(starts_ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
-    """The STEP_TIME id whose [start, end] holds each start, as text like kernel_details' Step Id."""
-    out = pd.Series(None, index=starts_ns.index, dtype=object)
-    for step_id, begin, end in steps.itertuples(index=False):
-        inside = out.isna() & (starts_ns >= begin) & (starts_ns <= end)
-        out[inside] = str(int(step_id))
-    return out
+    """The STEP_TIME id whose [start, end] holds each start, as text like kernel_details' Step Id: of the steps
+    (in order of start) that begin at or before it, the first that ends at or after it — the first whose running
+    maximum of ends reaches it, found by binary search."""
+    starts = starts_ns.to_numpy()
+    reach = np.maximum.accumulate(steps["endNs"].to_numpy())
+    first = np.searchsorted(reach, starts, side="left")  # the first step whose running end is >= the start
+    begun = np.searchsorted(steps["startNs"].to_numpy(), starts, side="right")  # how many steps begin by it
+    found = (first < begun) & ~pd.isna(starts)
+    labels = np.array([str(int(step_id)) for step_id in steps["id"]] + [None], dtype=object)
+    return pd.Series(labels[np.where(found, first, len(steps))], index=starts_ns.index, dtype=object)
 
 
 @_per_table("kernel_details (TASK, COMPUTE_TASK_INFO)")
@@ -388,9 +459,13 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
         db.warnings.append(f"{nameless} compute task(s) in COMPUTE_TASK_INFO have neither a name nor an operator type "
                            "(NULL ids): counted as kernels without name or type")
     if db.has("TASK_PMU_INFO"):
-        pmu = db.select("TASK_PMU_INFO", ["globalTaskId", "name", "value"], numbers=("globalTaskId", "value"))
+        required, numbers = ["globalTaskId", "name", "value"], ("globalTaskId", "value")
+        db.require("TASK_PMU_INFO", required)
+        db.count_non_numbers("TASK_PMU_INFO", list(numbers))
+        ratio = db.kept("TASK_PMU_INFO", "name", lambda name: str(name).endswith("_ratio"))  # the only ones kept
+        pmu = db.select("TASK_PMU_INFO", required, numbers=numbers, where=ratio)
         if not pmu.empty:
-            pmu["name"] = db.text(pmu["name"])
+            pmu["name"] = db.text(pmu["name"], warn=False)
             ratios = pmu.pivot_table(index="globalTaskId", columns="name", values="value", aggfunc="first")
             ratios = ratios.reindex(tasks["globalTaskId"]).reset_index(drop=True)
             for column in ratios.columns:
@@ -529,14 +604,26 @@ def _timed(db: DbTables, events: pd.DataFrame) -> pd.DataFrame:
 
 
 def _events(db: DbTables, table: str, keep: Callable[[str], bool]) -> pd.DataFrame:
+    """The events of ``table`` whose names pass ``keep``: only their rows are read where a query can name them
+    (``DbTables.kept``, which counts the ids STRING_IDS lacks)."""
     columns = ["name", "tid", "ts", "dur"]
     if not db.has(table):
         return pd.DataFrame(columns=columns)
-    rows = db.select(table, ["name", "globalTid", "startNs", "endNs"], numbers=("globalTid", "startNs", "endNs"))
-    names = db.text(rows["name"]).fillna("")
-    mask = names.map(keep).astype(bool)
+    required, numbers = ["name", "globalTid", "startNs", "endNs"], ("globalTid", "startNs", "endNs")
+    db.require(table, required)
+    db.count_non_numbers(table, list(numbers))
+    where = db.kept(table, "name", keep)
+    rows = db.select(table, required, numbers=numbers, where=where)
+    names = db.text(rows["name"], warn=False).fillna("")
+    mask = _passing(names, keep)
     return pd.DataFrame({"name": names[mask], "tid": rows["globalTid"][mask], "ts": _us(rows["startNs"][mask]),
                          "dur": _us(rows["endNs"][mask] - rows["startNs"][mask])}).reset_index(drop=True)
+
+
+def _passing(names: pd.Series, keep: Callable[[Any], bool]) -> pd.Series:
+    """``keep`` of each name, called once per distinct name (a table repeats a few hundred names over its rows)."""
+    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    return pd.Series(np.array([bool(keep(name)) for name in uniques], dtype=bool)[codes], index=names.index)
 
 
 def _api_events(db: DbTables) -> pd.DataFrame:
@@ -544,10 +631,13 @@ def _api_events(db: DbTables) -> pd.DataFrame:
     (``launch``) and its level in ``type`` (10000, node), the trace joins them (``Node@launch``)."""
     if not db.has("CANN_API"):
         return pd.DataFrame(columns=["name", "tid", "ts", "dur"])
-    rows = db.select("CANN_API", ["name", "type", "globalTid", "startNs", "endNs"],
-                     numbers=("type", "globalTid", "startNs", "endNs"))
-    names = rows["type"].map(_API_LEVELS).astype(object) + "@" + db.text(rows["name"]).astype(object)
-    keep = names.notna() & names.fillna("").map(lambda n: API_EVENTS.match(n) is not None).astype(bool)
+    required, numbers = ["name", "type", "globalTid", "startNs", "endNs"], ("type", "globalTid", "startNs", "endNs")
+    db.require("CANN_API", required)
+    db.count_non_numbers("CANN_API", list(numbers))
+    where = db.kept("CANN_API", "name", lambda name: any(API_EVENTS.match(f"{level}@{name}") for level in _API_LEVELS.values()))
+    rows = db.select("CANN_API", required, numbers=numbers, where=where)
+    names = rows["type"].map(_API_LEVELS).astype(object) + "@" + db.text(rows["name"], warn=False).astype(object)
+    keep = names.notna() & _passing(names.fillna(""), lambda n: API_EVENTS.match(n) is not None)
     return pd.DataFrame({"name": names[keep], "tid": rows["globalTid"][keep], "ts": _us(rows["startNs"][keep]),
                          "dur": _us(rows["endNs"][keep] - rows["startNs"][keep])}).reset_index(drop=True)
 
