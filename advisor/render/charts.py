@@ -212,7 +212,7 @@ def _step_breakdown(report: Report, words: dict[str, str]) -> Drawn | None:
                                    ("free", "free_us", "free_ratio")):
         values = [getattr(r, attribute) / 1000 for r in ranks]
         bars = axes.barh(labels, values, left=left, color=COLOURS[part], label=words[part], height=0.6)
-        _tips(bars, [f"{label} · {words[part]}: {_ms(getattr(r, attribute))} ({getattr(r, ratio):.0%})"
+        _tips(bars, [f"{label} · {words[part]}{words['colon_sep']}{_ms(getattr(r, attribute))} ({getattr(r, ratio):.0%})"
                      for label, r in zip(labels, ranks)], tips)
         left = [a + b for a, b in zip(left, values)]
     axes.invert_yaxis()
@@ -266,12 +266,12 @@ def _bandwidth(report: Report, words: dict[str, str]) -> Drawn | None:
     positions = list(range(len(links)))
     bars = axes.bar(positions, [f["bandwidth_gbps"] for f in links], color=COLOURS["compute"], label=words["chart_measured"])
     names = [f"{words['rank']} {f['rank']} · {f['transport']}" for f in links]
-    _tips(bars, [f"{name} · {words['chart_measured']}: {f['bandwidth_gbps']:,.1f} GB/s" for name, f in zip(names, links)], tips)
+    _tips(bars, [f"{name} · {words['chart_measured']}{words['colon_sep']}{f['bandwidth_gbps']:,.1f} GB/s" for name, f in zip(names, links)], tips)
     nominal = [(i, f["nominal_gbps"]) for i, f in enumerate(links) if f.get("nominal_gbps")]
     for number, (i, value) in enumerate(nominal):  # a marker each, each with its own hover title
         legend = {"label": words["chart_nominal"]} if number == 0 else {}
         marker = axes.scatter([i], [value], marker="_", s=400, linewidths=2, color=COLOURS["nominal"], zorder=3, **legend)
-        tip(marker, tips, f"{names[i]} · {words['chart_nominal']}: {value:,.1f} GB/s")
+        tip(marker, tips, f"{names[i]} · {words['chart_nominal']}{words['colon_sep']}{value:,.1f} GB/s")
     axes.set_xticks(positions, [f"{words['rank']} {f['rank']}\n{wrapped(f['transport'], 16)}" for f in links], fontsize=7)
     axes.set_ylabel("GB/s")
     axes.legend(loc="upper right", frameon=False)
@@ -301,10 +301,10 @@ def _memory(report: Report, words: dict[str, str]) -> Drawn | None:
             label = f"{words['rank']} {fact['rank']} {words['chart_' + kind]}"
             (line,) = axes.plot(seconds, values, color=colour, linewidth=width, linestyle=style, label=label)
             peak = max(range(len(values)), key=values.__getitem__)
-            tip(line, tips, f"{label}: {words['chart_peak']} {values[peak]:,.0f} MB ({seconds[peak]:,.2f} s)")
+            tip(line, tips, f"{label}{words['colon_sep']}{words['chart_peak']} {values[peak]:,.0f} MB ({seconds[peak]:,.2f} s)")
         for moment in fact.get("reorganisation_times_us") or []:
             mark = axes.axvline((moment - start) / 1e6, color=COLOURS["mark"], linewidth=0.8, alpha=0.7)
-            tip(mark, tips, f"{words['rank']} {fact['rank']} · {words['chart_reorganisation']}: {(moment - start) / 1e6:,.2f} s")
+            tip(mark, tips, f"{words['rank']} {fact['rank']} · {words['chart_reorganisation']}{words['colon_sep']}{(moment - start) / 1e6:,.2f} s")
             marks += 1
     if marks:
         axes.plot([], [], color=COLOURS["mark"], linewidth=0.8, label=words["chart_reorganisation"])
@@ -343,7 +343,7 @@ def _compared_steps(comparison, words: dict[str, str]) -> Drawn | None:  # noqa:
     for part in ("compute", "communication", "free"):
         values = [parts[part].base / 1000, parts[part].target / 1000]
         bars = axes.barh(sides, values, left=left, color=COLOURS[part], label=words[part], height=0.55)
-        _tips(bars, [f"{side} · {words[part]}: {_ms(value * 1000)}" for side, value in zip(sides, values)], tips)
+        _tips(bars, [f"{side} · {words[part]}{words['colon_sep']}{_ms(value * 1000)}" for side, value in zip(sides, values)], tips)
         left = [a + b for a, b in zip(left, values)]
     for position, total in enumerate(left):
         axes.annotate(f" {total:,.1f} ms", (total, position), va="center", fontsize=8)
@@ -369,7 +369,7 @@ def _compared_operators(comparison, words: dict[str, str]) -> Drawn | None:  # n
     for side, offset, colour in (("base", -0.2, COLOURS["free"]), ("target", 0.2, COLOURS["compute"])):
         bars = axes.barh([p + offset for p in positions], [getattr(r, side) / 1000 for r in rows], height=0.38,
                          color=colour, label=words[side])
-        _tips(bars, [f"{r.name} · {words[side]}: {_ms(getattr(r, side))}" for r in rows], tips)
+        _tips(bars, [f"{r.name} · {words[side]}{words['colon_sep']}{_ms(getattr(r, side))}" for r in rows], tips)
     axes.set_yticks(positions, names, fontsize=7)
     axes.invert_yaxis()
     axes.set_xlabel(words["chart_ms_per_step"])
