@@ -421,8 +421,10 @@ def _step_of(starts_ns: pd.Series, steps: pd.DataFrame) -> pd.Series:
     first = np.searchsorted(reach, starts, side="left")  # the first step whose running end is >= the start
     begun = np.searchsorted(steps["startNs"].to_numpy(), starts, side="right")  # how many steps begin by it
     found = (first < begun) & ~pd.isna(starts)
-    labels = np.array([str(int(step_id)) for step_id in steps["id"]] + [None], dtype=object)
-    return pd.Series(labels[np.where(found, first, len(steps))], index=starts_ns.index, dtype=object)
+    labels = np.array([str(int(step_id)) for step_id in steps["id"]], dtype=object)
+    out = pd.Series(None, index=starts_ns.index, dtype=object)
+    out[found] = labels[first[found]]
+    return out
 
 
 @_per_table("kernel_details (TASK, COMPUTE_TASK_INFO)")
