@@ -6,6 +6,7 @@ notes say about each profile is in the fixtures' LICENSE-NOTICE.md files (and sh
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import FIXTURES
@@ -124,3 +125,20 @@ def test_the_msprof_fixture_says_its_kernel_table_is_another_captures(reports):
     assert any("comes from another capture" in s["reason"] for s in report["coverage"]["skipped"])
     (host_work,) = [f for f in report["findings"] if f["id"] == "host.host_work"]
     assert "jit_compile=False" in host_work["prescriptions"][0]["actions"][0]
+
+
+def test_what_reading_each_real_profile_said_reads_as_chinese_in_a_zh_report(reports):
+    """Issue 29, item 7: a zh report's warnings and skipped files' reasons were English sentences. Each message of the
+    real profiles is rewritten by reports/messages.yaml: no three English words in a row are left (paths, numbers and
+    names such as ProfilerStep or Overlap Analysis pass through)."""
+    from advisor.render.messages import localised
+
+    said = [text for _code, report in reports.values() if report
+            for text in [*report["coverage"]["warnings"],
+                         *(s["reason"] for s in report["coverage"]["skipped"] + report["coverage"]["partly_read"])]]
+    assert len(said) >= 10
+    for text in said:
+        zh = localised(text, "zh")
+        words = re.sub(r"\S*[/._]\S*", " ", zh)  # paths and file names
+        assert not re.search(r"[A-Za-z]+ [A-Za-z]+ [A-Za-z]+", words), zh
+        assert localised(text, "en") == text

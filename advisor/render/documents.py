@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from advisor.render.messages import localised
 from advisor.render.common import (
     BRIEF_FINDINGS,
     FULL,
@@ -114,7 +115,8 @@ def _context(report: Report, view: View = FULL) -> dict:
     return {**finding_context(words), "report": shown, "verdict": verdict_sentence(report, words),
             "ranks": rank_table(report, words, "full"), "versions": version_text(report), "filter_note": note,
             "top_actions": BRIEF_FINDINGS,  # as many as the brief reports and the terminal list
-            "op_unit": time_unit([op.total_us_per_step for op in report.summary.top_operators])}
+            "op_unit": time_unit([op.total_us_per_step for op in report.summary.top_operators]),
+            "message": lambda text: localised(text, report.lang)}
 
 
 def finding_context(words: dict[str, str]) -> dict:

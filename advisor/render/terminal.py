@@ -16,6 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from advisor.render.messages import localised
 from advisor.render.common import (
     FULL,
     TimeUnit,
@@ -105,13 +106,13 @@ def render_terminal(report: Report, console: Console, explain: bool = False, vie
     if coverage.skipped or coverage.partly_read or coverage.missing or coverage.warnings:
         console.print(Text(words["coverage"], style="bold underline"))
         for skipped in coverage.skipped:
-            console.print(Text("✗ ", style="red") + clean(f"{skipped.file}: {skipped.reason}"))
+            console.print(Text("✗ ", style="red") + clean(f"{skipped.file}{words['colon_sep']}{localised(skipped.reason, report.lang)}"))
         for partial in coverage.partly_read:
-            console.print(Text("½ ", style="yellow") + clean(f"{partial.file} ({words['files_partly_read'].lower()}): {partial.reason}"))
+            console.print(Text("½ ", style="yellow") + clean(f"{partial.file} ({words['files_partly_read'].lower()}){words['colon_sep']}{localised(partial.reason, report.lang)}"))
         for missing in coverage.missing:
             console.print(Text("– ", style="dim") + clean(f"{missing} ({words['files_missing'].lower()})"))
         for warning in coverage.warnings:
-            console.print(Text("! ", style="yellow") + clean(warning))
+            console.print(Text("! ", style="yellow") + clean(localised(warning, report.lang)))
 
 
 def print_finding(console: Console, finding, index: int, words: dict[str, str], explain: bool = False) -> None:
