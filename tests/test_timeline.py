@@ -94,15 +94,41 @@ def test_ascend_capture_annotated_over_both_ranks_traces(tmp_path):
     names = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
     assert len({e["pid"] for e in names}) == len(names)
     assert all(e["args"]["name"].endswith(("(rank 0)", "(rank 1)")) for e in names if e["args"]["name"] != ANNOTATION_PROCESS)
-    # each range is where the original trace says the device idles: inside its rank's ProfilerStep#50, on no compute
-    for r in ranges:
+    # each idle range is where the original trace says the device idles: inside its rank's ProfilerStep#50, on no compute
+    for r in (r for r in ranges if r["args"]["field"] in ("copy_sync_us", "dispatch_us")):
         events = originals[r["args"]["file"]]
         start, end = r["ts"], r["ts"] + r["dur"]
         (step,) = [_span(e) for e in events if e.get("name") == f"ProfilerStep#{r['args']['step']}"]
         assert step[0] <= start < end <= step[1] + 1e-3
         computing = [_span(e) for e in events if e.get("name") == "Computing" and e.get("ph") == "X"]
         assert computing and not any(s < end - 0.5 and start + 0.5 < e for s, e in computing)  # the lanes' own rounding
-    assert "annotated trace written to" in stderr and "time range(s) of 2 finding(s)" in stderr
+    assert "annotated trace written to" in stderr and "time range(s) of 3 finding(s)" in stderr
+
+
+def _collectives(events: list[dict]) -> dict[str, tuple[float, float]]:
+    """A rank trace's collective ops on its HCCL lane by name (hcom_allReduce__586_0_1…): start and end, µs."""
+    return {e["name"]: _span(e) for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("hcom_")}
+
+
+@pytest.mark.parametrize("profile", [REAL, FIXTURES / "ascend-more" / "text-level0-2ranks"], ids=["level1", "level0"])
+def test_the_wait_for_members_outside_the_capture_lies_in_each_ranks_collectives(profile, tmp_path):
+    """Both profiled ranks wait in their AllReduces for the members not profiled (from communication.json at Level1,
+    from the HCCL lane's spans at Level0): each range runs from the last profiled member's arrival — the later start
+    of that op on the two ranks' traces — to the op's end on its own rank's trace."""
+    report, trace, _ = _annotate(profile, tmp_path)
+    check_chrome_trace(trace)
+    _check_one_named_range_per_range(report, trace)
+    (finding,) = [f for f in report["findings"] if f["id"] == "cluster.straggler_outside_capture"]
+    ranges = finding["ranges"]
+    assert {r["field"] for r in ranges} == {"outside_wait_us"} and {r["rank"] for r in ranges} == {0, 1}
+    ops = {r["rank"]: _collectives(_events(profile / r["file"])) for r in ranges}
+    for r in ranges:
+        (name,) = [n for n, (s, e) in ops[r["rank"]].items() if s - 0.5 <= r["start_us"] < r["end_us"] <= e + 0.5]
+        assert name.startswith("hcom_allReduce") and r["step"] == 50
+        last_arrival = max(ops[rank][name][0] for rank in ops)
+        assert (r["start_us"], r["end_us"]) == pytest.approx((last_arrival, ops[r["rank"]][name][1]), abs=0.5)
+    longest = max(r["end_us"] - r["start_us"] for r in ranges)
+    assert longest > 50_000  # the first AllReduce: tens of ms after both ranks arrived
 
 
 def test_tutorial_trace_ranges_are_its_blocking_copies_and_zero_grad(tmp_path):

@@ -194,44 +194,33 @@ def _at_least_zero(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values) | (values >= 0), values, 0.0)
 
 
-def outside_waits(rank: int, ops_by_rank: dict[int, pd.DataFrame], sizes: dict[str, int]) -> pd.DataFrame:
-    """Per collective group of ``rank``: how long it waits, in ms over the capture, for members outside the profile.
+@dataclass(frozen=True)
+class OutsideWaits:
+    """One communicator's wait for members outside the profile, per profiled member (rank): the ms over the capture
+    (``ms``) and where it lies (``stretches``: each op that waits, from the last profiled member's arrival to the op's
+    end on that rank — ``step`` (NaN where none), ``start``, ``end``, µs on the clock of the ops' ``start_us``)."""
 
-    ``ops_by_rank`` holds the op tables of every profiled rank (columns of ``communication.json`` with ``start_us``),
-    ``sizes`` the members of each group hash. An op is matched across the profiled members by step, name and group;
-    once the last profiled member has arrived, the time the rank still spends in the op without moving data (its end
-    − that arrival − its transit) can only be waiting for members that were not profiled. Groups whose size is
-    unknown, or wholly profiled, are left out; so are ops not found on every profiled member.
-    """
-    columns = ["group", "size", "profiled", "outside_ms"]
-    mine = ops_by_rank[rank]
-    mine = mine.loc[(mine["kind"] == "collective") & mine["start_us"].notna()]
-    rows = []
-    for group in sorted(mine["group"].unique()):
-        size = sizes.get(group)
-        members = {r: ops.loc[(ops["kind"] == "collective") & (ops["group"] == group) & ops["start_us"].notna()]
-                   for r, ops in ops_by_rank.items()}
-        members = {r: ops for r, ops in members.items() if not ops.empty}
-        if size is None or size <= len(members):
-            continue
-        every = pd.concat([ops.assign(rank=r) for r, ops in members.items()], ignore_index=True)
-        every["step"] = every["step"].fillna(-1)
-        per_op = every.groupby(["step", "op_name"], sort=False)
-        complete = per_op["rank"].transform("nunique") == len(members)
-        every["last_arrival_us"] = per_op["start_us"].transform("max")
-        own = every.loc[complete & (every["rank"] == rank)]
-        end_us = own["start_us"] + own["elapse_ms"] * 1000
-        moving_us = own["transit_ms"].fillna(0.0) * 1000
-        after = (end_us - own["last_arrival_us"] - moving_us).clip(lower=0.0)
-        after = after.clip(upper=(own["elapse_ms"] * 1000 - moving_us).clip(lower=0.0))
-        rows.append({"group": group, "size": size, "profiled": len(members), "outside_ms": float(after.sum()) / 1000})
-    return pd.DataFrame(rows, columns=columns)
+    ms: dict[int, float]
+    stretches: dict[int, pd.DataFrame]
 
 
-def outside_waits_of_members(group: str, ops_by_rank: dict[int, pd.DataFrame], size: int | None) -> dict[int, float] | None:
-    """``outside_waits`` of one group for every profiled member at once: rank → ms waiting for members outside the
-    profile. ``ops_by_rank`` holds the op tables of the ranks with ops in ``group``; None when the group's size is
-    unknown or every member is profiled."""
+def waiting_stretches(ops: pd.DataFrame, waiting: pd.Series) -> dict[int, pd.DataFrame]:
+    """Per rank, the ops of ``ops`` (``rank``, ``step`` (-1: none), ``last_arrival_us``, ``end_us``) whose wait for
+    members outside the profile (``waiting``, µs) is positive, as the stretches from the last profiled arrival to the
+    op's end (step, start, end)."""
+    rows = ops.loc[waiting > 0]
+    frame = pd.DataFrame({"step": rows["step"].where(rows["step"] >= 0), "start": rows["last_arrival_us"],
+                          "end": rows["end_us"]})
+    return {int(rank): part.reset_index(drop=True) for rank, part in frame.groupby(rows["rank"], sort=True)}
+
+
+def outside_waits_of_members(group: str, ops_by_rank: dict[int, pd.DataFrame], size: int | None) -> OutsideWaits | None:
+    """How long, and where, each profiled member of one group waits for members outside the profile (ms over the
+    capture). ``ops_by_rank`` holds the op tables of the ranks with ops in ``group`` (columns of ``communication.json``
+    with ``start_us``); None when the group's size is unknown or every member is profiled. An op is matched across the
+    profiled members by step and name; once the last profiled member has arrived, the time a rank still spends in the
+    op without moving data (its end − that arrival − its transit) can only be waiting for members that were not
+    profiled. Ops not found on every profiled member are left out."""
     members = {r: ops.loc[(ops["kind"] == "collective") & (ops["group"] == group) & ops["start_us"].notna()]
                for r, ops in ops_by_rank.items()}
     members = {r: ops for r, ops in members.items() if not ops.empty}
@@ -242,12 +231,11 @@ def outside_waits_of_members(group: str, ops_by_rank: dict[int, pd.DataFrame], s
     per_op = every.groupby(["step", "op_name"], sort=False)
     complete = per_op["rank"].transform("nunique") == len(members)
     every["last_arrival_us"] = per_op["start_us"].transform("max")
-    own = every.loc[complete]
-    end_us = own["start_us"] + own["elapse_ms"] * 1000
+    own = every.loc[complete].assign(end_us=lambda frame: frame["start_us"] + frame["elapse_ms"] * 1000)
     moving_us = own["transit_ms"].fillna(0.0) * 1000
-    after = (end_us - own["last_arrival_us"] - moving_us).clip(lower=0.0)
+    after = (own["end_us"] - own["last_arrival_us"] - moving_us).clip(lower=0.0)
     after = after.clip(upper=(own["elapse_ms"] * 1000 - moving_us).clip(lower=0.0))
-    # each rank's rows in their own order, summed as a Series (the same sum as outside_waits for that rank alone)
+    # each rank's rows in their own order, summed as a Series (the same sum as for that rank alone)
     order = own["rank"].to_numpy().argsort(kind="stable")
     ranks_sorted = own["rank"].to_numpy()[order]
     after_sorted = after.iloc[order]
@@ -255,7 +243,7 @@ def outside_waits_of_members(group: str, ops_by_rank: dict[int, pd.DataFrame], s
     for rank in members:
         first, last = ranks_sorted.searchsorted(rank, "left"), ranks_sorted.searchsorted(rank, "right")
         found[rank] = float(after_sorted.iloc[first:last].sum()) / 1000
-    return found
+    return OutsideWaits(found, waiting_stretches(own, after))
 
 
 def peer_waits(notify: pd.DataFrame, steps: int) -> dict[int, float]:
@@ -470,9 +458,9 @@ def span_ops(collectives: pd.DataFrame, windows: pd.DataFrame, known: dict[str, 
             "times_from": np.full(len(ops), SPANS, dtype=object)}
 
 
-def span_times(every: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame, dict[str, dict[int, float]]]:
+def span_times(every: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame, dict[str, OutsideWaits]]:
     """The ops made of trace spans (``span_ops``) of every rank (``every``, stacked with a ``rank`` column) with their
-    time split, and per communicator the ms each profiled member waits for members outside the profile.
+    time split, and per communicator how long and where each profiled member waits for members outside the profile.
 
     In each communicator the ops of a step are matched across the profiled ranks by their order (a step whose ranks
     hold different numbers of them is left unmatched). Before the last profiled member arrives an op waits for the
@@ -488,7 +476,7 @@ def span_times(every: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame
         return every, {}
     every = every.copy()
     spans = every.loc[(every["times_from"] == SPANS) & (every["kind"] == "collective")]
-    outside: dict[str, dict[int, float]] = {}
+    outside: dict[str, OutsideWaits] = {}
     columns = {"transit_ms": [], "wait_ms": [], "synchronization_ms": [], "idle_ms": []}
     index = []
     for group, rows in spans.groupby("group", sort=True):
@@ -502,7 +490,7 @@ def span_times(every: pd.DataFrame, sizes: dict[str, int]) -> tuple[pd.DataFrame
     return every, outside
 
 
-def _split_group(rows: pd.DataFrame, size: int | None) -> tuple[pd.DataFrame, dict[int, float]]:
+def _split_group(rows: pd.DataFrame, size: int | None) -> tuple[pd.DataFrame, OutsideWaits]:
     """``span_times`` for the ops of one communicator."""
     rows = rows.assign(step=rows["step"].astype("float64").fillna(-1.0), end_us=rows["start_us"] + rows["elapse_ms"] * 1000)
     rows = rows.sort_values(["rank", "step", "start_us"], kind="stable")
@@ -531,4 +519,4 @@ def _split_group(rows: pd.DataFrame, size: int | None) -> tuple[pd.DataFrame, di
     split = pd.DataFrame({"transit_ms": transit / 1000, "wait_ms": (rows["elapse_ms"] * 1000 - transit).clip(lower=0.0) / 1000,
                           "synchronization_ms": before / 1000, "idle_ms": 0.0}, index=rows.index)
     waits = {int(rank): float(outside_us.loc[rows["rank"] == rank].sum()) / 1000 for rank in ranks}
-    return split, waits
+    return split, OutsideWaits(waits, waiting_stretches(rows.assign(last_arrival_us=last_arrival), outside_us))

@@ -347,6 +347,10 @@ class CommunicationFact(Fact):
                                               "least: ⌈largest_tensor_mb × 10^6 / (hccl_buffsize_mb × 2^20)⌉ (1: it fits).")
     p2p_us: Duration = Field(0.0, description="Time per step of this rank's P2P ops (send, receive, batchSendRecv: the pipeline's transfers, "
                              "reported as its bubble by the stage facts), µs: the part of the exposed communication the collectives do not explain.")
+    ranges: list[TimeRange] = Field(default_factory=list, description="Where outside_wait_us lies: the collectives "
+                                    "that wait longest for members outside the profile, each from the last profiled "
+                                    "member's arrival to the op's end on this rank (its transfer included), at most a "
+                                    "few, longest first.")
 
 
 class TransportFact(Fact):

@@ -47,6 +47,7 @@ from advisor.facts.cluster import (
 )
 from advisor.facts.communication import (
     Membership,
+    OutsideWaits,
     communication_summary,
     largest_tensor,
     link_summary,
@@ -76,6 +77,7 @@ from advisor.facts.models import (
     SpreadFact,
     StageFact,
     StragglerFact,
+    TimeRange,
     TransportFact,
 )
 from advisor.facts.scope import RankFacts, RankMeta, file_source, metadata_source
@@ -83,6 +85,7 @@ from advisor.facts.service import service_facts
 from advisor.ingest.columns import Columns, columns_of, records
 from advisor.facts.sequences import mc2_candidates
 from advisor.facts.steps import mean_step, times
+from advisor.facts.windows import longest_ranges
 from advisor.ingest.gpu import match_nccl
 from advisor.ingest.groups import Group, groups_by_hash
 from advisor.ingest.model import Profile
@@ -134,7 +137,7 @@ class ProfileScope:
         self.summaries = _by_rank(communication_summary(every, self.steps) if not every.empty else None)
         traffic = stacked({r.meta.rank: r.traffic for r in ranks if r.traffic is not None})
         self.transports = _by_rank(transport_summary(traffic, self.steps) if not traffic.empty else None)
-        self._outside: dict[str, dict[int, float] | None] = dict(span_outside)
+        self._outside: dict[str, OutsideWaits | None] = dict(span_outside)
         self.groups = {h: (self.known[h].name if h in self.known else None,
                            self.members[h].size if h in self.members else None)
                        for h in set(self.known) | set(self.members)}
@@ -145,9 +148,10 @@ class ProfileScope:
         view.rank = rank
         return view
 
-    def outside_ms(self, group: str) -> dict[int, float] | None:
-        """Per profiled member of a collective group: ms over the capture it waits for members outside the profile;
-        None when the group's size is unknown or every member is profiled (see communication.outside_waits)."""
+    def outside(self, group: str) -> OutsideWaits | None:
+        """How long (ms over the capture) and where each profiled member of a collective group waits for members
+        outside the profile; None when the group's size is unknown or every member is profiled (see
+        communication.outside_waits_of_members)."""
         if group not in self._outside:
             size = self.members[group].size if group in self.members else None
             timed = self.timed.get(group, set())  # the members outside_waits_of_members compares
@@ -652,10 +656,12 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     members = cluster.members
     mine = cluster.collective_groups.get(meta.rank, set())
     outside = []  # (group, ms waiting for members outside the profile), in group order
+    stretches = []  # where this rank waits for them
     for group in sorted(mine):
-        waits = cluster.outside_ms(group)
-        if waits is not None and meta.rank in waits:
-            outside.append((group, waits[meta.rank]))
+        waits = cluster.outside(group)
+        if waits is not None and meta.rank in waits.ms:
+            outside.append((group, waits.ms[meta.rank]))
+            stretches += [waits.stretches[meta.rank]] if meta.rank in waits.stretches else []
     profiled = {g: {meta.rank} | cluster.in_group.get(g, set()) for g in mine}
     known = [g for g in sorted(mine) if g in members]
     waited = np.array([ms for _, ms in outside], dtype="float64")
@@ -701,6 +707,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
                 p2p_us=p2p_us,
                 **(largest if row["kind"] == "collective" else {}),
+                ranges=_outside_wait_ranges(stretches, profile, meta) if row["kind"] == "collective" else [],
             )
         )
     if rank.traffic is None:
@@ -727,6 +734,18 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
             )
         )
     return facts
+
+
+def _outside_wait_ranges(stretches: list[pd.DataFrame], profile: Profile, meta: RankMeta) -> list[TimeRange]:
+    """The longest of a rank's stretches waiting for members outside the profile (``OutsideWaits.stretches``) as
+    ranges of outside_wait_us, on the rank's trace — the clock of communication.json's Start Timestamp, the local time
+    every file of the capture shares — else, without a trace, on its communication.json."""
+    if not stretches:
+        return []
+    every = pd.concat(stretches, ignore_index=True)
+    trace = meta.file("trace")
+    shown = profile.shown(trace if trace.exists() else meta.file("communication"))
+    return longest_ranges({"outside_wait_us": every[["start", "end"]].to_numpy(float)}, every, meta.rank, shown)
 
 
 def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserContext | None) -> dict[str, object]:
