@@ -132,6 +132,11 @@ class ComparisonReport(Comparison):
         status, ranks, steps, step_count, step_time_us (mean) and median_step_us."""
         return sides_frame(self)
 
+    def apis_df(self) -> pd.DataFrame:
+        """The framework ops (aten::, npu::) whose host time changed most, µs per step (columns as operators_df;
+        ``detail``: the calls per step on each side)."""
+        return rows_frame(self.apis)
+
     def collectives_df(self) -> pd.DataFrame:
         """The collectives on both sides, µs per step (columns as operators_df)."""
         return rows_frame(self.collectives)

@@ -27,7 +27,7 @@ from advisor.diagnose import Analysis, analyse, build_report, default_rulebook
 from advisor.engine.session import RuleEngine
 from advisor.engine.spec import NotCondition
 from advisor.facts import BreakdownFact, Fact, MemoryFact, StepFact
-from advisor.facts.models import CollectiveDeltaFact, MemoryDeltaFact, OperatorDeltaFact, StepDeltaFact
+from advisor.facts.models import ApiFact, CollectiveDeltaFact, MemoryDeltaFact, OperatorDeltaFact, StepDeltaFact
 from advisor.facts.operators import COMMUNICATION_CORES, compute_kernels, in_steps
 from advisor.findings import build_findings
 from advisor.ingest import Profile
@@ -130,6 +130,31 @@ def matched_operators(base: pd.DataFrame, target: pd.DataFrame, by: str) -> pd.D
     return joined.sort_values(["diff", "key"], ascending=[False, True], ignore_index=True)
 
 
+def api_times(facts: list[Fact]) -> pd.DataFrame:
+    """Per framework op (aten::, npu::): host µs and calls per step, mean over the ranks that record any."""
+    rows = [(f.rank, f.name, f.us_per_step, f.calls_per_step) for f in facts if isinstance(f, ApiFact)]
+    frame = pd.DataFrame(rows, columns=["rank", "name", "us", "calls"])
+    ranks = max(frame["rank"].nunique(), 1)
+    return frame.groupby("name")[["us", "calls"]].sum() / ranks
+
+
+def api_rows(base: list[Fact], target: list[Fact], words: dict[str, str]) -> list[Row]:
+    """The framework ops (host time per step, inclusive of the ops they call) that changed most either way, at most
+    MAX_OPERATOR_ROWS, the largest increase first; the calls per step on each side as the detail. Empty unless both
+    sides record framework ops (msprof-analyze's API comparison, --enable_api_compare)."""
+    before, after = api_times(base), api_times(target)
+    if before.empty or after.empty:
+        return []
+    joined = before.merge(after, how="outer", left_index=True, right_index=True, suffixes=("_base", "_target")).fillna(0.0)
+    joined["diff"] = joined["us_target"] - joined["us_base"]
+    chosen = joined.loc[joined["diff"].abs().sort_values(ascending=False, kind="stable").index[:MAX_OPERATOR_ROWS]]
+    chosen = chosen.reset_index(names="name").sort_values(["diff", "name"], ascending=[False, True])
+    return [Row(name=r.name, detail=words["api_calls"].format(base=f"{r.calls_base:,.4g}", target=f"{r.calls_target:,.4g}"),
+                base=r.us_base,
+                target=r.us_target, diff=r.diff, ratio=r.us_target / r.us_base if r.us_base > 0 else None)
+            for r in chosen.itertuples()]
+
+
 def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
     """The difference as facts, and whether operators were matched by type or class."""
     base_step = _profile_breakdown(base)
@@ -229,6 +254,7 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
         operators=[_row(f.key, f, _types(f, by)) for f in _largest_changes(rows.get("operator_delta", []))],
         operators_matched_by=by,
         collectives=[_row(f.collective, f) for f in rows.get("collective_delta", [])],
+        apis=api_rows(base.all_facts, target.all_facts, words),
         memory=[Row(name="peak_reserved_mb", base=f.base_peak_mb, target=f.target_peak_mb, diff=f.diff_mb, ratio=f.ratio)
                 for f in rows.get("memory_delta", [])],
         serving=serving_rows(base_report, target_report),

@@ -117,6 +117,10 @@ class Comparison(_Model):
     operators: list[Row]
     operators_matched_by: Literal["type", "class"]
     collectives: list[Row]
+    apis: list[Row] = Field(default_factory=list, description=(
+        "Framework ops (aten::, npu::) whose host time per step changed most either way, inclusive of the ops they "
+        "call, mean over ranks, the largest increase first; detail: calls per step on each side. Empty unless both "
+        "sides record framework ops."))
     memory: list[Row]
     serving: list[Row] = Field(default_factory=list, description=(
         "Two serving runs: ttft_proxy_us (the prefill's first iteration), tpot_us (decode's median start-to-start), "

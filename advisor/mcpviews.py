@@ -137,6 +137,9 @@ class BriefComparison(_Out):
     operators: list[dict[str, Any]]
     operators_total: int
     collectives: list[dict[str, Any]]
+    apis: list[dict[str, Any]] = Field(description="Framework ops whose host time per step changed most (detail: calls "
+                                       "per step on each side).")
+    apis_total: int
     memory: list[dict[str, Any]]
     serving: list[dict[str, Any]]
     findings: list[BriefFinding]
@@ -295,6 +298,8 @@ def brief_comparison(comparison: Comparison, analysis: str, max_findings: int | 
         "operators": rows(comparison.operators),
         "operators_total": len(comparison.operators),
         "collectives": rows(comparison.collectives),
+        "apis": rows(comparison.apis),
+        "apis_total": len(comparison.apis),
         "memory": rows(comparison.memory),
         "serving": rows(comparison.serving),
         "findings": [brief_finding(f) for f in shown],

@@ -44,6 +44,7 @@ class Item(_Model):
     rules: list[str] = Field(default_factory=list)
     knowledge: list[str] = Field(default_factory=list)
     planners: list[str] = Field(default_factory=list, description="`advisor plan NAME` subcommands.")
+    commands: list[str] = Field(default_factory=list, description="Other commands that implement it, e.g. `compare`.")
     tests: list[str] = Field(default_factory=list,
                              description="tests/FILE.py::test_name or rules/DIR/ID.yaml#test name.")
     evidence: list[str] = Field(default_factory=list, description="Words found in the listed prescriptions' text.")
@@ -54,14 +55,15 @@ class Item(_Model):
 
     @model_validator(mode="after")
     def _what_the_status_needs(self) -> Item:
-        implemented = self.rules or self.planners
+        implemented = self.rules or self.planners or self.commands
         if self.status == "covered" and not (implemented and self.tests):
-            raise ValueError(f"{self.item}: a covered item names the rules or planners that implement it, and tests")
+            raise ValueError(f"{self.item}: a covered item names the rules, planners or commands that implement it, "
+                             "and tests")
         if self.status in ("partial", "uncovered") and not self.missing:
             raise ValueError(f"{self.item}: a {self.status} item says what is missing")
         if self.status == "not_detectable" and not (self.reason and self.mentioned_in):
             raise ValueError(f"{self.item}: a not_detectable item gives a reason and where advisor mentions it")
-        if self.status == "uncovered" and (self.rules or self.knowledge or self.planners):
+        if self.status == "uncovered" and (implemented or self.knowledge):
             raise ValueError(f"{self.item}: an uncovered item lists nothing that implements it")
         return self
 
@@ -185,7 +187,8 @@ def coverage_markdown(book: RuleBook | None = None, coverage: Coverage | None = 
         for number, item in numbered:
             if item.seed != seed_id:
                 continue
-            found = [_rule(book, r) for r in item.rules] + [f"`advisor plan {p}`" for p in item.planners]
+            found = ([_rule(book, r) for r in item.rules] + [f"`advisor plan {p}`" for p in item.planners]
+                     + [f"`advisor {c}`" for c in item.commands])
             lines.append(" | ".join([
                 f"| {number}", _cell(item.section), _cell(item.item), STATUS_NAMES[item.status],
                 "<br>".join(found), "<br>".join(_knowledge(book, k) for k in item.knowledge),

@@ -286,3 +286,26 @@ def test_each_sides_problems_are_printed_once_as_warnings(tmp_path):
     assert len(lines) == len(set(lines))
     assert any(line.startswith("advisor: warning: base: skipped x_1_20250101000000000_ascend_pt/ASCEND_PROFILER_OUTPUT/"
                                "kernel_details.csv: comes from another capture") for line in lines), lines
+
+
+def test_framework_ops_are_set_side_by_side_as_msprof_analyzes_api_compare_does():
+    """Seed 003, --enable_api_compare: the tutorial's num_workers 0 → 4 run the same 53 convolutions a step, each slower
+    on the host with four loader processes beside the training loop; the rows are the api facts' means over ranks."""
+    from advisor.diagnose import analyse
+    from advisor.facts.models import ApiFact
+
+    base_path, target_path = (FIXTURES / "pytorch-tutorial-resnet50" / f"num_workers_{n}" for n in (0, 4))
+    comparison = compare(base_path, target_path)
+    rows = {row.name: row for row in comparison.apis}
+    assert 0 < len(rows) <= 30 and [row.diff for row in comparison.apis] == sorted((r.diff for r in comparison.apis), reverse=True)
+    conv = rows["aten::cudnn_convolution_backward"]
+    assert conv.detail == "53 → 53 calls" and conv.diff == pytest.approx(conv.target - conv.base) and conv.diff > 1000
+    book = default_rulebook()
+    for path, side in ((base_path, conv.base), (target_path, conv.target)):
+        facts = [f for f in analyse(path, book).all_facts if isinstance(f, ApiFact)
+                 and f.name == "aten::cudnn_convolution_backward"]
+        assert side == pytest.approx(sum(f.us_per_step for f in facts) / len({f.rank for f in facts}))
+    assert "调用 53 → 53 次" in {r.detail for r in compare(base_path, target_path, lang="zh").apis}
+    markdown = CliRunner().invoke(app, ["compare", str(base_path), str(target_path), "-f", "md"]).stdout
+    assert "## Framework ops (host time per step, including the ops they call)" in markdown
+    assert "aten::cudnn\\_convolution\\_backward (53 → 53 calls)" in markdown

@@ -115,12 +115,23 @@ def test_every_prescription_citing_a_seed_is_listed_under_that_seed(book, covera
 def test_each_status_says_what_it_needs(coverage):
     for number, item in coverage.numbered():
         if item.status == "covered":
-            assert (item.rules or item.planners) and item.tests, number
+            assert (item.rules or item.planners or item.commands) and item.tests, number
         if item.status in ("partial", "uncovered"):
             assert item.missing, number
         if item.status == "not_detectable":
             assert item.reason and item.mentioned_in and item.evidence, number
     assert {item.seed for item in coverage.items} == set(coverage.seeds)
+
+
+def test_the_commands_listed_exist(coverage):
+    from typer.testing import CliRunner
+
+    from advisor.cli import app
+
+    commands = {c for _number, item in coverage.numbered() for c in item.commands}
+    assert commands
+    for command in commands:
+        assert CliRunner().invoke(app, [command, "--help"]).exit_code == 0, command
 
 
 def test_the_rules_listed_recommend_the_prescriptions_listed(book, coverage):

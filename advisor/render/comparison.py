@@ -133,6 +133,8 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
     for title, rows, label in ((words["compare_breakdown"], comparison.breakdown, lambda r: words.get(f"component_{r.name}", r.name)),
                                (by, _largest(comparison.operators, TERMINAL_OPERATOR_ROWS), lambda r: r.name),
                                (words["collectives"], comparison.collectives, lambda r: r.name),
+                               (words["compare_apis"], _largest(comparison.apis, TERMINAL_OPERATOR_ROWS),
+                                lambda r: f"{r.name} ({r.detail})"),
                                (words["serving_compare"], serving_times(comparison), lambda r: words[f"row_{r.name}"])):
         if rows:
             console.print(_table(title, rows, label, words))

@@ -89,7 +89,9 @@ def render_comparison_xlsx(comparison: Comparison) -> bytes:
                       rows_sheet("Breakdown", comparison.breakdown, words["component"], words,
                                  lambda row: words.get(f"component_{row.name}", row.name)),
                       rows_sheet("Operators", comparison.operators, words["operator"], words,
-                                 lambda row: row.name + (f" ({row.detail})" if row.detail else "")), summary])
+                                 lambda row: row.name + (f" ({row.detail})" if row.detail else "")),
+                      rows_sheet("Framework ops", comparison.apis, words["operator"], words,
+                                 lambda row: f"{row.name} ({row.detail})"), summary])
 
 
 def _us(label: str, words: dict[str, str]) -> str:
