@@ -131,6 +131,28 @@ def test_the_wait_for_members_outside_the_capture_lies_in_each_ranks_collectives
     assert longest > 50_000  # the first AllReduce: tens of ms after both ranks arrived
 
 
+@pytest.mark.parametrize("profile", [REAL, FIXTURES / "ascend-more" / "text-level0-2ranks"], ids=["level1", "level0"])
+def test_the_others_wait_for_the_straggler_from_their_arrival_to_its(profile):
+    """Rank 1 enters the first AllReduce last (by 5.6 ms at Level1, 16.9 ms at Level0): rank 0's lost_us ranges run
+    from its own start of an op to rank 1's start of the same op, as the two traces have them."""
+    from advisor.facts import extract_facts
+    from advisor.facts.models import StragglerFact
+    from advisor.ingest import load_profile
+
+    (straggler,) = extract_facts(load_profile(profile)).of(StragglerFact)
+    assert straggler.rank == 1 and straggler.ranges
+    ops = {rank: _collectives(_events(profile / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"))
+           for rank in (0, 1)}
+    for r in straggler.ranges:
+        assert (r.field, r.rank, r.step) == ("lost_us", 0, 50) and r.file.startswith("rank0_ascend_pt/")
+        (name,) = [n for n, (start, _) in ops[0].items() if start == pytest.approx(r.start_us, abs=0.5)]
+        assert ops[1][name][0] == pytest.approx(r.end_us, abs=0.5) and r.end_us <= ops[0][name][1]
+    first = min(ops[0], key=lambda name: ops[0][name][0])  # the longest wait: the step's first AllReduce
+    longest = straggler.ranges[0]
+    assert (longest.start_us, longest.end_us) == pytest.approx((ops[0][first][0], ops[1][first][0]), abs=0.5)
+    assert longest.end_us - longest.start_us > 5_000
+
+
 def test_tutorial_trace_ranges_are_its_blocking_copies_and_zero_grad(tmp_path):
     report, trace, _ = _annotate(TUTORIAL, tmp_path)
     check_chrome_trace(trace)

@@ -174,6 +174,24 @@ def collective_stragglers(waits: pd.DataFrame) -> pd.DataFrame:
                                        "max_wait_rank"])
 
 
+def waits_for_straggler(ops: pd.DataFrame, straggler: int) -> dict[int, pd.DataFrame]:
+    """Where the other members of a group wait for its straggler: per rank, its collectives that the straggler enters
+    later, each from the rank's own start to the straggler's (step (NaN where none), start, end, µs).
+
+    ``ops`` holds the group's collective ops of every rank (rank, step, op_name, start_us); an op is matched across
+    the ranks by step, name and its repetition in the step. Ops without a start are left out."""
+    timed = ops.loc[ops["start_us"].notna()].sort_values("start_us", kind="stable")
+    timed = timed.assign(step=timed["step"].astype("float64").fillna(-1.0))
+    timed["repeat"] = timed.groupby(["rank", "step", "op_name"], sort=False).cumcount()
+    key = ["step", "op_name", "repeat"]
+    late = timed.loc[timed["rank"] == straggler, [*key, "start_us"]].rename(columns={"start_us": "late_us"})
+    others = timed.loc[timed["rank"] != straggler].merge(late, on=key)
+    waiting = others.loc[others["late_us"] > others["start_us"]]
+    frame = pd.DataFrame({"step": waiting["step"].where(waiting["step"] >= 0), "start": waiting["start_us"],
+                          "end": waiting["late_us"]})
+    return {int(rank): part.reset_index(drop=True) for rank, part in frame.groupby(waiting["rank"], sort=True)}
+
+
 def stage_layout(pipelines: list[list[int]], breakdowns: pd.DataFrame) -> dict:
     """How the ranks of all pipelines line up by stage, and whether the stages explain how the ranks differ.
 

@@ -877,6 +877,9 @@ class StragglerFact(Fact):
     straggler_waits: bool = Field(False, description="It is itself mostly waiting (its collectives in the group move data less than "
                                   "half their time, or its HCCL Notify_Wait fills half of its collective time): it waits least but is "
                                   "not the rank the others wait for.")
+    ranges: list[TimeRange] = Field(default_factory=list, description="Where lost_us lies: on each other rank, the "
+                                    "collectives it waits longest in for this rank, each from its own arrival to this "
+                                    "rank's (the op's start on both), at most a few per rank, longest first.")
 
 
 class PipelineFact(Fact):

@@ -43,6 +43,7 @@ from advisor.facts.cluster import (
     stage_position,
     stage_spread,
     waiting_note,
+    waits_for_straggler,
     waits_itself,
 )
 from advisor.facts.communication import (
@@ -707,7 +708,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
                 p2p_us=p2p_us,
                 **(largest if row["kind"] == "collective" else {}),
-                ranges=_outside_wait_ranges(stretches, profile, meta) if row["kind"] == "collective" else [],
+                ranges=_collective_ranges("outside_wait_us", stretches, profile, meta) if row["kind"] == "collective" else [],
             )
         )
     if rank.traffic is None:
@@ -736,16 +737,16 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     return facts
 
 
-def _outside_wait_ranges(stretches: list[pd.DataFrame], profile: Profile, meta: RankMeta) -> list[TimeRange]:
-    """The longest of a rank's stretches waiting for members outside the profile (``OutsideWaits.stretches``) as
-    ranges of outside_wait_us, on the rank's trace — the clock of communication.json's Start Timestamp, the local time
-    every file of the capture shares — else, without a trace, on its communication.json."""
+def _collective_ranges(field: str, stretches: list[pd.DataFrame], profile: Profile, meta: RankMeta) -> list[TimeRange]:
+    """The longest of a rank's stretches in its collectives (step, start, end: µs on the clock of their start_us) as
+    ranges of ``field``, on the rank's trace — the clock of communication.json's Start Timestamp, the local time every
+    file of the capture shares — else, without a trace, on its communication.json."""
     if not stretches:
         return []
     every = pd.concat(stretches, ignore_index=True)
     trace = meta.file("trace")
     shown = profile.shown(trace if trace.exists() else meta.file("communication"))
-    return longest_ranges({"outside_wait_us": every[["start", "end"]].to_numpy(float)}, every, meta.rank, shown)
+    return longest_ranges({field: every[["start", "end"]].to_numpy(float)}, every, meta.rank, shown)
 
 
 def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserContext | None) -> dict[str, object]:
@@ -842,6 +843,7 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
     mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
     collective = cluster.every.loc[cluster.every["kind"] == "collective"]
     moved = collective.groupby(["rank", "group"])[["elapse_ms", "transit_ms"]].sum()
+    metas = {r.meta.rank: r.meta for r in cluster.ranks}
     facts: list[Fact] = []
     for row in records(collective_stragglers(rows)):
         transit = _transit_share(moved, row["rank"], row["group"])
@@ -849,6 +851,7 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
         notify = _notify_share(cluster, row["rank"], mine)
         group = known.get(row["group"])
         size = members[row["group"]].size if row["group"] in members else None
+        in_group = collective.loc[collective["group"] == row["group"]]
         # keyed on the communicator's hash: process-group names (dp, mp, …) repeat across communicators
         facts.append(StragglerFact(
             id=f"straggler:{row['group']}", sources=sorted(sources), group=group.name if group else row["group"],
@@ -859,6 +862,8 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
             lost_share_of_step=min(row["lost_us"] / mean_step, 1.0) if mean_step > 0 else None,
             max_wait_rank=row["max_wait_rank"], straggler_transit_share=transit,
             straggler_waits=bool(waits_itself(transit, notify)),
+            ranges=[r for waiting, stretches in waits_for_straggler(in_group, row["rank"]).items()
+                    for r in _collective_ranges("lost_us", [stretches], profile, metas[waiting])],
         ))
     return facts
 
