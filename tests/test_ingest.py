@@ -175,3 +175,17 @@ def _file(path: Path) -> Path:
 def test_paths_that_are_not_profiles(tmp_path, make, message):
     with pytest.raises(InputError, match=message):
         load_profile(make(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["ASCEND_PROFILER_OUTPUT/trace_view.json", "ASCEND_PROFILER_OUTPUT/kernel_details.csv"])
+def test_a_file_of_a_rank_is_read_as_its_rank_and_says_so(name):
+    """Seed 003, msprof-analyze's -d: a trace_view.json may be given instead of its directory. Before: refused with exit
+    2 ('is a file; advisor reads …')."""
+    from advisor.render.messages import localised
+
+    path = REAL / "rank0_ascend_pt" / name
+    profile = load_profile(path)
+    assert [r.rank for r in profile.ranks] == [0] and profile.ranks[0].kernels is not None
+    (warning,) = [w for w in profile.coverage.warnings if "is one file of the rank" in w]
+    assert warning.startswith(f"{path}: is one file of the rank {path.parent}; the rank is read whole")
+    assert "是 rank" in localised(warning, "zh") and "read whole" not in localised(warning, "zh")

@@ -49,6 +49,11 @@ def discover(path: Path) -> Layout:
                 raise InputError(f"{path}: {why}")
             layout = fmt.layout([rank], path, rank.parent)
             return _joined(layout, _joining_here(path), path) if is_dir and not fmt.joins else layout
+    if not is_dir and _is_rank(path.parent) and archive_refusal(path) is None:  # trace_view.json, kernel_details.csv …
+        layout = discover(path.parent)
+        layout.warnings.append(f"{path}: is one file of the rank {path.parent}; the rank is read whole, its other "
+                               "files too (give the directory to say so)")
+        return layout
     if not is_dir:
         raise InputError(_no_profile_file(path))
     found, outside, seen = _walk(path)
@@ -189,13 +194,10 @@ def _no_profile_directory(path: Path, met: _Seen) -> str:
 
 
 def _no_profile_file(path: Path) -> str:
-    """Why a file no format reads is refused: an archive (extract it first), a file of Ascend profiler output (its
-    directory is the input), or what it holds."""
+    """Why a file no format reads is refused: an archive (extract it first), or what it holds."""
     refusal = archive_refusal(path)
     if refusal is not None:
         return f"{path}: {refusal}"
-    if _is_rank(path.parent):  # a file of a rank (kernel_details.csv): its directory is the input
-        return f"{path}: is a file; {_supported()}"
     try:
         with path.open("rb") as handle:
             head = handle.read(64 << 10)
