@@ -99,3 +99,32 @@ def test_each_start_gets_the_first_step_in_order_of_start_that_holds_it():
     found = db._step_of(starts, steps)
     assert found.where(found.notna(), None).tolist() == [None, "1", "1", "1", "1", "3", "3", "3", "3", None, None]
     assert db._step_of(pd.Series([], dtype="int64"), steps).tolist() == []
+
+
+def test_plain_numbers_read_and_warn_as_the_checks_read_and_warn(tmp_path, monkeypatch):
+    """The one-pass test for plain values (integers and integers' text) against the full checks on every value: the
+    same numbers, types and warnings for text that only looks whole (padded, signed, fractions, too large for 64 bits,
+    ``-0``), reals, blobs and NULLs, in a TEXT column and an INTEGER one."""
+    values = [5, "17", "0123", "-0", "-42", " 12", "12 ", "1.0", "1e3", "12abc", "abc", "", "9223372036854775807",
+              "9223372036854775808", "-9223372036854775808", 2.0, 2.5, float("inf"), b"1", None, "1733800000123456789"]
+    database = tmp_path / "n.db"
+    with closing(sqlite3.connect(database)) as connection:
+        connection.execute("CREATE TABLE T (t TEXT, i INTEGER, n)")
+        connection.executemany("INSERT INTO T VALUES (?, ?, ?)", [(v, v, v) for v in values])
+        connection.execute("CREATE TABLE P (t TEXT, i INTEGER)")
+        connection.executemany("INSERT INTO P VALUES (?, ?)", [("17", 3), ("1733800000123456789", "-5")])
+        connection.commit()
+
+    def read() -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
+        with db.open_db(database) as connection:
+            tables = db.DbTables(connection, warnings := [])
+            frames = [tables.select(t, c, numbers=tuple(c)) for t, c in (("T", ["t", "i", "n"]), ("P", ["t", "i"]))]
+            return warnings, *frames
+
+    plain = read()
+    monkeypatch.setattr(db, "_plain", lambda column: "0")
+    full = read()
+    assert plain[0] == full[0] and plain[0]
+    for fast, checked in zip(plain[1:], full[1:]):
+        pd.testing.assert_frame_equal(fast, checked)
+    assert plain[2]["t"].dtype == np.int64

@@ -137,6 +137,7 @@ class DbTables:
         self._no_strings_told = False
         self._checked: set[tuple[str, str]] = set()  # (table, column) whose non-numbers were counted
         self._dtypes: dict[tuple[str, str], str] = {}  # (table, column) → the dtype the whole column reads as
+        self._plain: set[tuple[str, str]] = set()  # (table, column) holding only integers and integers' text
 
     def _count_work(self) -> int:
         self._work += _WORK_CHECK
@@ -182,7 +183,7 @@ class DbTables:
         self.count_non_numbers(table, [c for c in numbers if c in present])
         condition, params = where or ("", [])
         frame = self.frame("SELECT " + ", ".join(
-            (_number(c) if c in numbers else c) if c in present else f"NULL AS {c}" for c in [*required, *optional])
+            (self.number(table, c) if c in numbers else c) if c in present else f"NULL AS {c}" for c in [*required, *optional])
             + f" FROM {table}" + (f" NOT INDEXED WHERE {condition}" if where else ""), params)
         if where:
             frame = frame.astype({c: self._dtypes[(table, c)] for c in numbers if c in present})
@@ -197,17 +198,24 @@ class DbTables:
 
     def count_non_numbers(self, table: str, columns: list[str]) -> None:
         """Warn of the values of ``table``'s ``columns`` that ``_number`` reads as missing (not NULL, not a number),
-        once per column however often it is read."""
+        once per column however often it is read. One pass counts the values that are not plain (``_plain``); the
+        checks run only on those rows (a plain value passes every one of them)."""
         columns = [c for c in columns if (table, c) not in self._checked]
         if not columns:
             return
         self._checked.update((table, c) for c in columns)
-        counts = self.frame("SELECT count(*), " + ", ".join(
-            f"SUM({_unless_whole(c, f'NOT {_is_number(c)}')}), "
-            f"SUM({_unless_whole(c, f'{_is_number(c)} AND NOT {_is_finite(c)}')}), "
-            f"SUM({_unless_whole(c, _not_whole(c), null='1')})"
-            for c in columns) + f" FROM {table}").iloc[0].fillna(0).to_numpy()
-        rows, counts = counts[0], counts[1:].reshape(-1, 3)
+        rows, *others = self.rows("SELECT count(*), " + ", ".join(f"SUM(NOT {_plain(c)})" for c in columns)
+                                  + f" FROM {table}")[0]
+        self._plain.update((table, c) for c, other in zip(columns, others) if not other)
+        checked = [c for c, other in zip(columns, others) if other]
+        counts = np.zeros((len(columns), 3))
+        if checked:
+            found = self.frame("SELECT " + ", ".join(
+                f"SUM({_unless_whole(c, f'NOT {_is_number(c)}')}), "
+                f"SUM({_unless_whole(c, f'{_is_number(c)} AND NOT {_is_finite(c)}')}), "
+                f"SUM({_unless_whole(c, _not_whole(c), null='1')})"
+                for c in checked) + f" FROM {table} WHERE " + " OR ".join(f"NOT {_plain(c)}" for c in checked))
+            counts[[columns.index(c) for c in checked]] = found.iloc[0].fillna(0).to_numpy().reshape(-1, 3)
         for column, (text, infinite, not_whole) in zip(columns, counts):
             self._dtypes[(table, column)] = "int64" if rows and not (text or infinite or not_whole) else "float64"
             if text:
@@ -216,6 +224,14 @@ class DbTables:
             if infinite:
                 self.warnings.append(f"{int(infinite)} infinite value(s) in column {column} of table {table} "
                                      "were treated as missing")
+
+    def number(self, table: str, column: str, bare: bool = False) -> str:
+        """``_number`` of ``column`` (``alias.name`` or ``name``) of ``table``; a column found plain
+        (``count_non_numbers``) is read with one CAST, which gives what ``_number`` gives for every plain value."""
+        name = column.rpartition(".")[2]
+        if (table, name) not in self._plain:
+            return _number(column, bare)
+        return f"CAST({column} AS INTEGER)" + ("" if bare else f" AS {name}")
 
     def text(self, values: pd.Series, counts: pd.Series | None = None, warn: bool = True) -> pd.Series:
         """STRING_IDS ids → text (values already text are kept; unknown ids become missing), each distinct value
@@ -317,6 +333,14 @@ def _number(column: str, bare: bool = False) -> str:
     return value if bare else f"{value} AS {column.rpartition('.')[2]}"
 
 
+def _plain(column: str) -> str:
+    """SQL: ``column`` holds an integer, or text that is exactly an integer's decimal form (torch_npu writes
+    PYTORCH_API's times so): ``_number`` reads it as that integer, and the checks of ``count_non_numbers`` pass it.
+    Comparing two TEXT expressions compares the text (no affinity conversion)."""
+    return (f"(typeof({column}) = 'integer' OR (typeof({column}) = 'text' "
+            f"AND CAST(CAST({column} AS INTEGER) AS TEXT) = CAST({column} AS TEXT)))")
+
+
 def _unless_whole(column: str, check: str, null: str = "0") -> str:
     """SQL: 0 where ``column`` holds an integer, ``null`` where it is NULL, else ``check`` (counted by SUM)."""
     return f"CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'null' THEN {null} ELSE ({check}) END"
@@ -336,8 +360,9 @@ def _is_number(column: str) -> str:
 
 
 def _is_finite(column: str) -> str:
-    """SQL: the number in ``column`` is finite (SQLite stores ±inf as REAL; NaN it stores as NULL)."""
-    return f"(abs(CAST({column} AS NUMERIC)) <= 1.7976931348623157e308)"
+    """SQL: the number in ``column`` is finite (SQLite stores ±inf as REAL; NaN it stores as NULL). Taken as REAL:
+    ``abs`` of the smallest 64-bit integer overflows."""
+    return f"(abs(CAST({column} AS REAL)) <= 1.7976931348623157e308)"
 
 
 def _computed_on_reading(connection: sqlite3.Connection, table: str, sql: str | None) -> str | None:
@@ -442,10 +467,10 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
 
     tasks = db.frame(
         "SELECT " + ", ".join([
-            _number("t.startNs"), _number("t.endNs"), _number("t.globalTaskId"), "c.name",
-            _number("t.deviceId") if "deviceId" in task_columns else "NULL AS deviceId",
+            db.number("TASK", "t.startNs"), db.number("TASK", "t.endNs"), db.number("TASK", "t.globalTaskId"), "c.name",
+            db.number("TASK", "t.deviceId") if "deviceId" in task_columns else "NULL AS deviceId",
             column("c", info_columns, "opType"), column("c", info_columns, "taskType"),
-            f"{_number(f'c.{block}', bare=True)} AS block" if block in info_columns else "NULL AS block",
+            f"{db.number('COMPUTE_TASK_INFO', f'c.{block}', bare=True)} AS block" if block in info_columns else "NULL AS block",
             column("c", info_columns, "inputShapes"), column("c", info_columns, "inputDataTypes")])
         + " FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
     )
@@ -559,7 +584,7 @@ def _device_tasks(db: DbTables) -> pd.DataFrame:
     COMMUNICATION_OP, with neither compute nor communication task info, is the op itself, which trace_view shows in the
     HCCL process, not as a device task (an export may type it AI_CORE)."""
     db.count_non_numbers("TASK", ["startNs", "endNs", "streamId"])
-    numbers = ", ".join(_number(f"t.{c}") for c in ("startNs", "endNs", "streamId"))
+    numbers = ", ".join(db.number("TASK", f"t.{c}") for c in ("startNs", "endNs", "streamId"))
     op = ["t.connectionId IN (SELECT connectionId FROM COMMUNICATION_OP)"] \
         if _has_columns(db, "COMMUNICATION_OP", "connectionId") else ["0"]
     joins, name = "", "NULL"
@@ -589,7 +614,8 @@ def _notify_waits(db: DbTables) -> pd.DataFrame:
         return pd.DataFrame(columns=NOTIFY_COLUMNS)
     db.require("COMMUNICATION_TASK_INFO", ("globalTaskId", "taskType", "dstRank"))
     db.count_non_numbers("COMMUNICATION_TASK_INFO", ["dstRank"])
-    waits = db.frame(f"SELECT i.taskType, {_number('t.startNs')}, {_number('t.endNs')}, {_number('i.dstRank')} "
+    waits = db.frame(f"SELECT i.taskType, {db.number('TASK', 't.startNs')}, {db.number('TASK', 't.endNs')}, "
+                     f"{db.number('COMMUNICATION_TASK_INFO', 'i.dstRank')} "
                      "FROM COMMUNICATION_TASK_INFO i JOIN TASK t ON i.globalTaskId = t.globalTaskId")
     waits = waits.loc[(db.text(waits["taskType"]) == NOTIFY_WAIT) & waits["dstRank"].between(0, (1 << 20) - 1)]
     waits = pd.DataFrame({"ts": _us(waits["startNs"]), "dur": _us(waits["endNs"] - waits["startNs"]),
@@ -679,7 +705,7 @@ def _overlap_of_tasks(db: DbTables) -> pd.DataFrame:
             and _has_columns(db, "COMPUTE_TASK_INFO", "globalTaskId", "name")):
         return pd.DataFrame(columns=columns)
     db.count_non_numbers("TASK", ["startNs", "endNs"])
-    numbers = ", ".join(_number(f"t.{c}") for c in ("startNs", "endNs"))
+    numbers = ", ".join(db.number("TASK", f"t.{c}") for c in ("startNs", "endNs"))
     compute = db.frame(f"SELECT {numbers}, c.name FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId")
     names = db.text(compute["name"]).fillna("").astype(str)
     compute = compute.loc[~names.str.endswith(_NOT_COMPUTE)]
@@ -705,8 +731,8 @@ def _launches(db: DbTables) -> pd.DataFrame:
         return pd.DataFrame(columns=["launch_ts", "device_ts"])
     db.count_non_numbers("CANN_API", ["startNs"])
     db.count_non_numbers("TASK", ["startNs"])
-    paired = db.frame(f"SELECT {_number('a.startNs', bare=True)} AS launch, "
-                      f"MIN({_number('t.startNs', bare=True)}) AS device FROM CANN_API a JOIN TASK t "
+    paired = db.frame(f"SELECT {db.number('CANN_API', 'a.startNs', bare=True)} AS launch, "
+                      f"MIN({db.number('TASK', 't.startNs', bare=True)}) AS device FROM CANN_API a JOIN TASK t "
                       "ON a.connectionId = t.connectionId WHERE a.connectionId IS NOT NULL "
                       "GROUP BY a.rowid ORDER BY launch, device")
     return pd.DataFrame({"launch_ts": _us(paired["launch"]), "device_ts": _us(paired["device"])})
