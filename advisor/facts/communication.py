@@ -214,14 +214,25 @@ def waiting_stretches(ops: pd.DataFrame, waiting: pd.Series) -> dict[int, pd.Dat
     return {int(rank): part.reset_index(drop=True) for rank, part in frame.groupby(rows["rank"], sort=True)}
 
 
+def analysed(ops: pd.DataFrame) -> pd.Series:
+    """Whether CANN split each op's time: an op whose transit, wait and synchronisation are all 0 (its whole elapse
+    Idle Time — as communication.json writes for some ops of an 8-rank server's communicators, whose traffic the
+    Bandwidth Info still shows) says nothing about what its time was spent on."""
+    split = [ops[column].fillna(0.0) > 0 for column in ("transit_ms", "wait_ms", "synchronization_ms") if column in ops]
+    if not split:
+        return pd.Series(True, index=ops.index)
+    return pd.concat(split, axis=1).any(axis=1)
+
+
 def outside_waits_of_members(group: str, ops_by_rank: dict[int, pd.DataFrame], size: int | None) -> OutsideWaits | None:
     """How long, and where, each profiled member of one group waits for members outside the profile (ms over the
     capture). ``ops_by_rank`` holds the op tables of the ranks with ops in ``group`` (columns of ``communication.json``
     with ``start_us``); None when the group's size is unknown or every member is profiled. An op is matched across the
     profiled members by step and name; once the last profiled member has arrived, the time a rank still spends in the
     op without moving data (its end − that arrival − its transit) can only be waiting for members that were not
-    profiled. Ops not found on every profiled member are left out."""
-    members = {r: ops.loc[(ops["kind"] == "collective") & (ops["group"] == group) & ops["start_us"].notna()]
+    profiled. Ops not found on every profiled member, or whose time CANN did not split (``analysed``), are left out."""
+    members = {r: ops.loc[(ops["kind"] == "collective") & (ops["group"] == group) & ops["start_us"].notna()
+                          & analysed(ops)]
                for r, ops in ops_by_rank.items()}
     members = {r: ops for r, ops in members.items() if not ops.empty}
     if not members or size is None or size <= len(members):
@@ -252,8 +263,15 @@ def peer_waits(notify: pd.DataFrame, steps: int) -> dict[int, float]:
     return {int(peer): float(us) for peer, us in sums.items()}
 
 
+NO_TRACE_HINT = (" The capture has no trace_view.json, whose HCCL Notify_Wait tasks would name the peer waited for: "
+                 "profile the whole communicator to see which member delays it.")
+
+
 def waited_peer(waits: dict[int, float] | None) -> dict[str, object]:
-    """The CommunicationFact fields naming the peer waited for longest (ties: the lower rank)."""
+    """The CommunicationFact fields naming the peer waited for longest (ties: the lower rank); without a trace
+    (``waits`` None) only the hint that says so."""
+    if waits is None:
+        return {"straggler_hint": NO_TRACE_HINT}
     if not waits or sum(waits.values()) <= 0:
         return {}
     peer = min(waits, key=lambda p: (-waits[p], p))
@@ -394,9 +412,10 @@ def communication_tables(scope: RankScope) -> list[Fact]:
     rank, out = scope.rank, scope.out
     if rank.kineto is not None and rank.kernels is not None:
         out.nccl = nccl_collectives(rank.kineto, rank.kernels.frame["step"])
-    if rank.trace is not None and not rank.trace.notify.empty:
+    if rank.trace is not None:  # {}: a trace without Notify_Wait tasks; None: no trace at all
         windows = scope.host_windows
-        out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
+        out.peer_waits = (peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
+                          if not rank.trace.notify.empty else {})
     if traits(rank.platform).collectives_carry_traffic and rank.communication is not None:
         out.traffic = rank.communication.traffic_columns
         out.ops = transit_from_bandwidth(rank.communication.op_columns, out.traffic)
