@@ -275,9 +275,9 @@ class DbTables:
         return self._strings
 
     def kept(self, table: str, column: str, keep: Callable[[str], bool]) -> tuple[str, list[object]] | None:
-        """The condition selecting the rows of ``table`` whose ``column`` names (resolved, missing read as "") pass
-        ``keep``, found from the column's distinct values, and its parameters; the ids not in STRING_IDS are counted
-        over the whole table here. None where too many names pass for one query's parameters (read every row)."""
+        """The condition selecting the rows of ``table`` (a table or a join) whose ``column`` names (resolved, missing
+        read as "") pass ``keep``, found from the column's distinct values, and its parameters; the ids not in
+        STRING_IDS are counted over every row here. None where too many names pass for one query's parameters (read every row)."""
         groups = self.rows(f"SELECT {column}, count(*) FROM {table} GROUP BY {column}")
         values = pd.Series([value for value, _count in groups], dtype=object, name=column.rpartition(".")[2])
         names = self.text(values, pd.Series([count for _value, count in groups], dtype="int64")).fillna("")
@@ -609,15 +609,18 @@ def _has_columns(db: DbTables, table: str, *columns: str) -> bool:
 @_per_table("the Notify_Wait tasks of the trace (COMMUNICATION_TASK_INFO)")
 def _notify_waits(db: DbTables) -> pd.DataFrame:
     """The HCCL Notify_Wait tasks (COMMUNICATION_TASK_INFO ⋈ TASK) with the group-local rank each waits for, its
-    dstRank, as trace_view's Notify_Wait events name it (``dst rank``)."""
+    dstRank, as trace_view's Notify_Wait events name it (``dst rank``); only the joined rows of the task types named
+    Notify_Wait are read (``DbTables.kept``, which counts the ids STRING_IDS lacks over every joined row)."""
     if not db.has("COMMUNICATION_TASK_INFO"):
         return pd.DataFrame(columns=NOTIFY_COLUMNS)
     db.require("COMMUNICATION_TASK_INFO", ("globalTaskId", "taskType", "dstRank"))
     db.count_non_numbers("COMMUNICATION_TASK_INFO", ["dstRank"])
+    joined = "COMMUNICATION_TASK_INFO i JOIN TASK t ON i.globalTaskId = t.globalTaskId"
+    condition, params = db.kept(joined, "i.taskType", lambda name: name == NOTIFY_WAIT) or ("1", [])
     waits = db.frame(f"SELECT i.taskType, {db.number('TASK', 't.startNs')}, {db.number('TASK', 't.endNs')}, "
-                     f"{db.number('COMMUNICATION_TASK_INFO', 'i.dstRank')} "
-                     "FROM COMMUNICATION_TASK_INFO i JOIN TASK t ON i.globalTaskId = t.globalTaskId")
-    waits = waits.loc[(db.text(waits["taskType"]) == NOTIFY_WAIT) & waits["dstRank"].between(0, (1 << 20) - 1)]
+                     f"{db.number('COMMUNICATION_TASK_INFO', 'i.dstRank')} FROM {joined} WHERE {condition}", params)
+    waits = waits.loc[(db.text(waits["taskType"], warn=False) == NOTIFY_WAIT)
+                      & waits["dstRank"].between(0, (1 << 20) - 1)]
     waits = pd.DataFrame({"ts": _us(waits["startNs"]), "dur": _us(waits["endNs"] - waits["startNs"]),
                           "peer": waits["dstRank"].astype("int64")})
     return waits.sort_values("ts", kind="stable").reset_index(drop=True)
