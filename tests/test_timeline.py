@@ -105,6 +105,47 @@ def test_ascend_capture_annotated_over_both_ranks_traces(tmp_path):
     assert "annotated trace written to" in stderr and "time range(s) of 3 finding(s)" in stderr
 
 
+def _step_start(events: list[dict], step: int) -> float:
+    """Where a trace's ProfilerStep#N begins (its ts, µs)."""
+    (start,) = [float(e["ts"]) for e in events if e.get("name") == f"ProfilerStep#{step}" and e.get("ph") == "X"]
+    return start
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_ranges_are_shown_from_the_start_of_their_step(lang):
+    """Absolute trace timestamps (1,736,408,883,692,887.0 µs) read as nothing: every range of the real capture's
+    findings knows where its ProfilerStep#N begins on its own trace, and Markdown and HTML place it in ms from there,
+    the HTML keeping the trace's own µs in the item's hover title."""
+    import html as html_text
+    import re
+
+    import advisor
+
+    report = advisor.diagnose(REAL, lang=lang)
+    ranges = [r for f in report.findings for r in f.ranges]
+    assert {r.field for r in ranges} >= {"dispatch_us", "copy_sync_us", "outside_wait_us"}
+    markdown, page = advisor.render(report, "md"), html_text.unescape(advisor.render(report, "html"))
+    words = {"en": ("rank {rank}, step {step}, {start}–{end} ms into the step", "{a}–{b} µs on the trace's clock"),
+             "zh": ("rank {rank}，迭代 {step}，迭代开始后 {start}–{end} ms", "trace 时钟上的 {a}–{b} µs")}[lang]
+    for r in ranges:
+        assert r.step_start_us == pytest.approx(_step_start(_events(REAL / r.file), r.step))
+        placed = words[0].format(rank=r.rank, step=r.step, start=f"{(r.start_us - r.step_start_us) / 1000:,.2f}",
+                                 end=f"{(r.end_us - r.step_start_us) / 1000:,.2f}")
+        assert placed in markdown.replace("\\_", "_") and placed in page
+        title = words[1].format(a=f"{r.start_us:,.1f}", b=f"{r.end_us:,.1f}")
+        assert re.search(f'<li title="{re.escape(title)}[^"]*">{re.escape(placed)}', page)
+    assert not re.search(r"\d{3},\d{3},\d{3}\.\d µs", markdown)  # no absolute timestamp left
+
+
+def test_a_range_outside_any_step_keeps_the_traces_clock():
+    from advisor.facts.models import TimeRange
+    from advisor.render.common import labels
+    from advisor.render.documents import range_text
+
+    unplaced = TimeRange(field="idle_us", rank=0, start_us=1_000_000.0, end_us=1_002_500.0, file="t.json")
+    assert range_text(unplaced, labels("en")) == "rank 0: idle_us, 1,000,000.0–1,002,500.0 µs (2.50 ms) in t.json"
+
+
 def _collectives(events: list[dict]) -> dict[str, tuple[float, float]]:
     """A rank trace's collective ops on its HCCL lane by name (hcom_allReduce__586_0_1…): start and end, µs."""
     return {e["name"]: _span(e) for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("hcom_")}

@@ -34,6 +34,9 @@ class TimeRange(BaseModel):
     start_us: float = Field(description="Start, µs on the trace's clock (its events' ts).")
     end_us: float = Field(description="End, µs on the same clock.")
     file: str = Field(description="The trace file whose clock and events it is on.")
+    step_start_us: float | None = Field(None, description="The start of its step's window (ProfilerStep#N) on the "
+                                        "same clock, so start_us − step_start_us is how far into the step it begins; "
+                                        "None without a step.")
 
 
 PROVENANCE_FIELDS = ("sources", "ranges")  # where a fact's figures come from, not figures a rule compares

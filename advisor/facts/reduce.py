@@ -708,7 +708,7 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
                 **(waited_peer(rank.peer_waits) if row["kind"] == "collective" else {}),
                 p2p_us=p2p_us,
                 **(largest if row["kind"] == "collective" else {}),
-                ranges=_collective_ranges("outside_wait_us", stretches, profile, meta) if row["kind"] == "collective" else [],
+                ranges=_collective_ranges("outside_wait_us", stretches, profile, rank) if row["kind"] == "collective" else [],
             )
         )
     if rank.traffic is None:
@@ -737,16 +737,18 @@ def _communication_facts(cluster: ProfileScope) -> list[Fact]:
     return facts
 
 
-def _collective_ranges(field: str, stretches: list[pd.DataFrame], profile: Profile, meta: RankMeta) -> list[TimeRange]:
+def _collective_ranges(field: str, stretches: list[pd.DataFrame], profile: Profile, rank: RankFacts) -> list[TimeRange]:
     """The longest of a rank's stretches in its collectives (step, start, end: µs on the clock of their start_us) as
     ranges of ``field``, on the rank's trace — the clock of communication.json's Start Timestamp, the local time every
-    file of the capture shares — else, without a trace, on its communication.json."""
+    file of the capture shares — else, without a trace, on its communication.json; each in its op's step, placed
+    from the start of that step's ProfilerStep window."""
     if not stretches:
         return []
     every = pd.concat(stretches, ignore_index=True)
+    meta = rank.meta
     trace = meta.file("trace")
     shown = profile.shown(trace if trace.exists() else meta.file("communication"))
-    return longest_ranges({field: every[["start", "end"]].to_numpy(float)}, every, meta.rank, shown)
+    return longest_ranges({field: every[["start", "end"]].to_numpy(float)}, every, meta.rank, shown, rank.step_starts)
 
 
 def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserContext | None) -> dict[str, object]:
@@ -843,7 +845,7 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
     mean_step = sum(b.step_time_us for b in breakdowns) / len(breakdowns)
     collective = cluster.every.loc[cluster.every["kind"] == "collective"]
     moved = collective.groupby(["rank", "group"])[["elapse_ms", "transit_ms"]].sum()
-    metas = {r.meta.rank: r.meta for r in cluster.ranks}
+    by_rank = {r.meta.rank: r for r in cluster.ranks}
     facts: list[Fact] = []
     for row in records(collective_stragglers(rows)):
         transit = _transit_share(moved, row["rank"], row["group"])
@@ -863,7 +865,7 @@ def _straggler_facts(cluster: ProfileScope) -> list[Fact]:
             max_wait_rank=row["max_wait_rank"], straggler_transit_share=transit,
             straggler_waits=bool(waits_itself(transit, notify)),
             ranges=[r for waiting, stretches in waits_for_straggler(in_group, row["rank"]).items()
-                    for r in _collective_ranges("lost_us", [stretches], profile, metas[waiting])],
+                    for r in _collective_ranges("lost_us", [stretches], profile, by_rank[waiting])],
         ))
     return facts
 

@@ -111,6 +111,7 @@ class RankFacts:
     tail: list[Fact] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     steps: set[int] = field(default_factory=set)
+    step_starts: dict[int, float] = field(default_factory=dict)  # each ProfilerStep#N's start on the trace's clock
     breakdown: BreakdownFact | None = None
     needs_cores: bool = False  # its operator facts' Block Dim remainders wait for another rank's core counts
     mc2: Mc2Pairs | None = None

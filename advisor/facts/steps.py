@@ -12,7 +12,7 @@ import pandas as pd
 from advisor.facts.models import BreakdownFact, Fact, StepFact
 from advisor.facts.scope import RankScope, file_source, float_or_none
 from advisor.ingest.columns import Columns
-from advisor.facts.windows import window_of
+from advisor.facts.windows import step_starts, window_of
 
 TIME_COLUMNS = (
     "compute_us",
@@ -101,11 +101,13 @@ _LANES = {
 
 
 def step_facts(scope: RankScope) -> list[Fact]:
-    """The rank's step facts (at most MAX_STEP_FACTS of them listed; ``scope.steps`` keeps every one) and its step
-    numbers (else those of the host's ProfilerStep windows)."""
+    """The rank's step facts (at most MAX_STEP_FACTS of them listed; ``scope.steps`` keeps every one), its step
+    numbers (else those of the host's ProfilerStep windows) and where its ProfilerStep windows start (the cross-rank
+    facts' time ranges are placed in their steps by them)."""
     rank, warnings = scope.rank, scope.out.warnings
     steps = scope.steps = _all_step_facts(scope)
     scope.out.steps = {s.step for s in steps if s.step is not None}
+    scope.out.step_starts = step_starts(scope.host_windows)
     if not steps and rank.trace is not None:  # no device breakdown, but the host recorded step boundaries
         scope.out.steps.update(int(n) for n in scope.host_windows["step"])
     return listed_steps(steps, rank.rank, warnings)

@@ -50,18 +50,31 @@ def inside(frame: pd.DataFrame, windows: pd.DataFrame, column: str = "ts") -> pd
     return frame.loc[hit]
 
 
-def longest_ranges(stretches: dict[str, np.ndarray], windows: pd.DataFrame, rank: int, file: str) -> list[TimeRange]:
+def longest_ranges(stretches: dict[str, np.ndarray], windows: pd.DataFrame, rank: int, file: str,
+                   starts: dict[int, float] | None = None) -> list[TimeRange]:
     """For each field (name → its [start, end) stretches on ``file``'s clock), its RANGES_PER_FIELD longest stretches,
-    longest first, each with the step window (``windows``) it starts in."""
+    longest first, each with the step window (``windows``) it starts in and that step's start (``starts``: step →
+    start on the same clock; by default the windows' own starts)."""
+    starts = step_starts(windows) if starts is None else starts
     ranges = []
     for field, spans in stretches.items():
         spans = np.asarray(spans, dtype=float).reshape(-1, 2)
         for at in np.argsort(spans[:, 0] - spans[:, 1], kind="stable")[:RANGES_PER_FIELD]:
             start, end = (float(value) for value in spans[at])
             if end > start:
-                ranges.append(TimeRange(field=field, rank=rank, step=step_at(windows, start), start_us=start,
-                                        end_us=end, file=file))
+                step = step_at(windows, start)
+                ranges.append(TimeRange(field=field, rank=rank, step=step, start_us=start, end_us=end, file=file,
+                                        step_start_us=starts.get(step) if step is not None else None))
     return ranges
+
+
+def step_starts(windows: pd.DataFrame) -> dict[int, float]:
+    """Each numbered step window's (``step``, ``start``, ``end``) start: step → start (the first of a step listed twice)."""
+    numbered = windows.loc[pd.to_numeric(windows["step"], errors="coerce").notna()]
+    found: dict[int, float] = {}
+    for step, start in zip(numbered["step"], numbered["start"]):
+        found.setdefault(int(step), float(start))
+    return found
 
 
 def step_at(windows: pd.DataFrame, ts: float) -> int | None:

@@ -134,15 +134,27 @@ def finding_context(words: dict[str, str]) -> dict:
         "mark": lambda status: {"met": "✓", "unmet": "✗", "unknown": "?"}[status],
         "chain": chain_lines,
         "time_range": lambda time_range: range_text(time_range, words),
+        "time_range_title": lambda time_range: range_title(time_range, words),
     }
 
 
 def range_text(time_range: TimeRange, words: dict[str, str]) -> str:
-    """Where a finding's time lies, in words: field, rank, step, start–end on the trace's clock, length and file."""
-    step = words["time_range_step"].format(step=time_range.step) if time_range.step is not None else ""
-    return words["time_range"].format(field=time_range.field, rank=time_range.rank, step=step,
-                                      start=f"{time_range.start_us:,.1f}", end=f"{time_range.end_us:,.1f}",
-                                      length=fmt_us(time_range.end_us - time_range.start_us), file=time_range.file)
+    """Where a finding's time lies, in words: rank, step, start–end, length, field and file — start and end in ms
+    from the step's start where it is known, else µs on the trace's clock."""
+    r = time_range
+    length = fmt_us(r.end_us - r.start_us)
+    if r.step is not None and r.step_start_us is not None:
+        return words["time_range_in_step"].format(rank=r.rank, step=r.step, field=r.field, length=length, file=r.file,
+                                                  start=f"{(r.start_us - r.step_start_us) / 1000:,.2f}",
+                                                  end=f"{(r.end_us - r.step_start_us) / 1000:,.2f}")
+    step = words["time_range_step"].format(step=r.step) if r.step is not None else ""
+    return words["time_range"].format(rank=r.rank, step=step, field=r.field, length=length, file=r.file,
+                                      start=f"{r.start_us:,.1f}", end=f"{r.end_us:,.1f}")
+
+
+def range_title(time_range: TimeRange, words: dict[str, str]) -> str:
+    """A range's start and end on the trace's clock (its events' ts, µs): the HTML's hover title of a range."""
+    return words["time_range_title"].format(start=f"{time_range.start_us:,.1f}", end=f"{time_range.end_us:,.1f}")
 
 
 @lru_cache(maxsize=2)
