@@ -146,6 +146,29 @@ def test_a_range_outside_any_step_keeps_the_traces_clock():
     assert range_text(unplaced, labels("en")) == "rank 0: idle_us, 1,000,000.0–1,002,500.0 µs (2.50 ms) in t.json"
 
 
+def test_the_dataloaders_ranges_are_its_longest_calls_and_the_slowest_steps():
+    """The tutorial's num_workers=0 run fetches each batch in the step (~69 ms of a ~176 ms step): the DataLoader fact
+    names its three longest __next__ calls (us_per_step) and the slowest step's (excess_us_per_step), each the very
+    event of the trace, placed from its ProfilerStep#N's start."""
+    from advisor.facts import extract_facts
+    from advisor.facts.models import DataLoaderFact
+    from advisor.ingest import load_profile
+
+    profile = FIXTURES / "pytorch-tutorial-resnet50" / "num_workers_0"
+    (loading,) = extract_facts(load_profile(profile)).of(DataLoaderFact)
+    (file,) = {r.file for r in loading.ranges}
+    events = _events(profile / file)
+    calls = sorted((_span(e) for e in events if e.get("name", "").startswith("enumerate(DataLoader)#")),
+                   key=lambda span: span[0] - span[1])
+    steps = {int(e["name"].split("#")[1]): _span(e) for e in events if e.get("name", "").startswith("ProfilerStep#")}
+    fields = {field: [r for r in loading.ranges if r.field == field] for field in ("us_per_step", "excess_us_per_step")}
+    assert [(r.start_us, r.end_us) for r in fields["us_per_step"]] == calls[:3]
+    (slowest,) = fields["excess_us_per_step"]
+    assert slowest.step == loading.slowest_step == 7 and slowest.end_us - slowest.start_us == loading.slowest_step_us
+    for r in loading.ranges:
+        assert steps[r.step][0] == r.step_start_us <= r.start_us < r.end_us <= steps[r.step][1]
+
+
 def _collectives(events: list[dict]) -> dict[str, tuple[float, float]]:
     """A rank trace's collective ops on its HCCL lane by name (hcom_allReduce__586_0_1…): start and end, µs."""
     return {e["name"]: _span(e) for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("hcom_")}

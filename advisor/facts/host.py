@@ -14,10 +14,10 @@ import pandas as pd
 
 from advisor.facts.gpu import analysis_window, draining_copy_calls, gpu_summary
 from advisor.facts.matrix import nvidia_capability
-from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact
+from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact, TimeRange
 from advisor.facts.platforms import ASCEND_RUNTIME, QUEUED_LAUNCH_US_CAP, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
-from advisor.facts.windows import inside
+from advisor.facts.windows import inside, longest_ranges
 from advisor.ingest.columns import records
 from advisor.ingest.kinetosteps import OPTIMIZER_STEP, outermost, window_of
 from advisor.ingest.model import RankData
@@ -200,8 +200,9 @@ def dataloader_calls(host: pd.DataFrame) -> pd.DataFrame:
     return outermost(host.loc[matching(host["name"], DATALOADER, search=True)])
 
 
-def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, object] | None:
-    """Data-loading time per step: the outermost events whose name mentions a DataLoader."""
+def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame, rank: int, file: str) -> dict[str, object] | None:
+    """Data-loading time per step: the outermost events whose name mentions a DataLoader, and where it lies on the
+    rank's trace (``file``)."""
     rows = inside(host, windows)
     rows = rows.loc[matching(rows["name"], DATALOADER, search=True)].sort_values("ts")
     if rows.empty:
@@ -210,8 +211,22 @@ def dataloader_summary(host: pd.DataFrame, windows: pd.DataFrame) -> dict[str, o
     names = " ".join(rows["name"].unique())
     iterator = "multi-process" if "MultiProcessing" in names else "single-process" if "SingleProcess" in names else "unknown"
     steps = max(len(windows), 1)
+    slowest = _slowest_step(outer, windows)
     return {"calls_per_step": len(outer) / steps, "us_per_step": float(outer["dur"].sum()) / steps, "iterator": iterator,
-            **_slowest_step(outer, windows)}
+            **slowest, "ranges": _dataloader_ranges(outer, windows, slowest.get("slowest_step"), rank, file)}
+
+
+def _dataloader_ranges(calls: pd.DataFrame, windows: pd.DataFrame, slowest: int | None, rank: int, file: str
+                       ) -> list[TimeRange]:
+    """The longest DataLoader calls (``us_per_step``) and the longest of the slowest step's (``excess_us_per_step``,
+    when there is one) as time ranges."""
+    def spans(rows: pd.DataFrame) -> np.ndarray:
+        return np.column_stack([rows["ts"].to_numpy(float), (rows["ts"] + rows["dur"]).to_numpy(float)])
+
+    stretches = {"us_per_step": spans(calls)}
+    if slowest is not None:
+        stretches["excess_us_per_step"] = spans(calls.loc[window_of(calls, windows) == slowest])
+    return longest_ranges(stretches, windows, rank, file)
 
 
 def _slowest_step(calls: pd.DataFrame, windows: pd.DataFrame) -> dict[str, object]:
@@ -261,7 +276,7 @@ def host_facts(scope: RankScope) -> list[Fact]:
         facts.append(ApiFact(id=f"api:r{rank.rank}:{row['name']}", sources=[f"{path}[{traits(rank.platform).host_process}: {row['name']}]"],
                              rank=rank.rank, name=row["name"], calls_per_step=float(row["calls_per_step"]),
                              us_per_step=float(row["us_per_step"])))
-    loading = dataloader_summary(trace.host, windows)
+    loading = dataloader_summary(trace.host, windows, rank.rank, path)
     if loading is not None:
         share = min(loading["us_per_step"] / step_time, 1.0) if step_time else None
         facts.append(DataLoaderFact(id=f"dataloader:r{rank.rank}", sources=[f"{path}[{traits(rank.platform).host_process}: *DataLoader*]"],

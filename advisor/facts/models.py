@@ -819,6 +819,9 @@ class DataLoaderFact(Fact):
                                                   "as at least 1 µs).")
     excess_us_per_step: Duration | None = Field(None, description="(slowest_step_us − median_step_us) / steps: what the "
                                                 "slowest step's wait adds to every step on average, µs.")
+    ranges: list[TimeRange] = Field(default_factory=list, description="Where us_per_step and excess_us_per_step lie: "
+                                    "the longest DataLoader calls, and the longest of the slowest step's, at most a "
+                                    "few each, longest first.")
 
 
 class SpreadFact(Fact):
