@@ -169,6 +169,27 @@ def test_the_dataloaders_ranges_are_its_longest_calls_and_the_slowest_steps():
         assert steps[r.step][0] == r.step_start_us <= r.start_us < r.end_us <= steps[r.step][1]
 
 
+def test_the_gpus_exposed_communication_is_its_nccl_kernels_under_no_compute(tmp_path):
+    """HTA's trace_diff control run (rank 3) spends ~14.7 ms of its ~77 ms step in all-to-alls no compute kernel hides:
+    gpu.exposed_alltoall names the longest such stretches, each on an NCCL kernel of the trace and beside no other
+    kernel, placed from its ProfilerStep#N's start."""
+    profile = FIXTURES / "kineto-more" / "hta-trace_diff-control"
+    report, trace, _ = _annotate(profile, tmp_path)
+    check_chrome_trace(trace)
+    _check_one_named_range_per_range(report, trace)
+    (finding,) = [f for f in report["findings"] if f["id"] == "gpu.exposed_alltoall"]
+    assert finding["ranges"] and {r["field"] for r in finding["ranges"]} == {"comm_not_overlapped_us"}
+    events = _events(profile / finding["ranges"][0]["file"])
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    nccl = [_span(e) for e in kernels if e["name"].startswith("nccl")]
+    compute = [_span(e) for e in kernels if not e["name"].startswith("nccl")]
+    for r in finding["ranges"]:
+        start, end = r["start_us"], r["end_us"]
+        assert end - start > 5_000 and any(s <= start < e for s, e in nccl)
+        assert not any(s < end and start < e for s, e in compute)
+        assert r["step_start_us"] == _step_start(events, r["step"])
+
+
 def _collectives(events: list[dict]) -> dict[str, tuple[float, float]]:
     """A rank trace's collective ops on its HCCL lane by name (hcom_allReduce__586_0_1…): start and end, µs."""
     return {e["name"]: _span(e) for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("hcom_")}

@@ -122,6 +122,9 @@ class BreakdownFact(_TimeBreakdown):
 
     scope: Literal["rank", "profile"] = Field(description="'rank' for one rank, 'profile' for the mean over ranks.")
     steps: int = Field(ge=1, description="Number of step rows averaged.")
+    ranges: list[TimeRange] = Field(default_factory=list, description="Where comm_not_overlapped_us lies on a GPU "
+                                    "rank: the longest stretches of its steps in which communication kernels run under "
+                                    "no compute kernel, at most a few, longest first.")
     dominant_overhead: Literal["communication", "free"] = Field(
         description="The larger of not-overlapped communication and free time."
     )

@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.facts.models import BreakdownFact, Fact, StepFact
+from advisor.facts.models import BreakdownFact, Fact, StepFact, TimeRange
 from advisor.facts.scope import RankScope, file_source, float_or_none
 from advisor.ingest.columns import Columns
-from advisor.facts.windows import step_starts, window_of
+from advisor.facts.windows import longest_ranges, step_starts, window_of
+from advisor.intervals import intersect, merged, subtract, union
 
 TIME_COLUMNS = (
     "compute_us",
@@ -114,9 +115,24 @@ def step_facts(scope: RankScope) -> list[Fact]:
 
 
 def breakdown_facts(scope: RankScope) -> list[Fact]:
-    """The rank's mean step (``scope.breakdown`` from here on)."""
-    breakdown = scope.out.breakdown = rank_breakdown(scope.rank.rank, scope.steps)
+    """The rank's mean step (``scope.breakdown`` from here on), on a GPU with where its exposed communication lies."""
+    breakdown = rank_breakdown(scope.rank.rank, scope.steps)
+    if breakdown is not None and scope.rank.kineto is not None and scope.rank.step_trace is not None:
+        breakdown = breakdown.model_copy(update={"ranges": _exposed_ranges(scope)})
+    scope.out.breakdown = breakdown
     return [breakdown] if breakdown is not None else []
+
+
+def _exposed_ranges(scope: RankScope) -> list[TimeRange]:
+    """The longest stretches of a GPU rank's steps (its step table's windows) in which communication kernels run
+    under no compute kernel: where comm_not_overlapped_us, the Kineto breakdown's exposed communication, lies."""
+    rank = scope.rank
+    gpu, steps = rank.kineto.gpu, rank.step_trace.frame
+    windows = pd.DataFrame({"step": pd.to_numeric(steps["step"], errors="coerce"), "start": steps["start_us"].astype(float),
+                            "end": steps["end_us"].astype(float)})
+    exposed = subtract(merged(gpu.loc[gpu["kind"] == "communication"]), merged(gpu.loc[gpu["kind"] == "compute"]))
+    inside_steps = intersect(exposed, union(windows[["start", "end"]].to_numpy(float)))
+    return longest_ranges({"comm_not_overlapped_us": inside_steps}, windows, rank.rank, scope.show(rank.kineto.path))
 
 
 def _all_step_facts(scope: RankScope) -> list[StepFact]:
