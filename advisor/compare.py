@@ -149,10 +149,15 @@ def api_rows(base: list[Fact], target: list[Fact], words: dict[str, str]) -> lis
     joined["diff"] = joined["us_target"] - joined["us_base"]
     chosen = joined.loc[joined["diff"].abs().sort_values(ascending=False, kind="stable").index[:MAX_OPERATOR_ROWS]]
     chosen = chosen.reset_index(names="name").sort_values(["diff", "name"], ascending=[False, True])
-    return [Row(name=r.name, detail=words["api_calls"].format(base=f"{r.calls_base:,.4g}", target=f"{r.calls_target:,.4g}"),
+    return [Row(name=r.name, detail=words["api_calls"].format(base=_calls(r.calls_base), target=_calls(r.calls_target)),
                 base=r.us_base,
                 target=r.us_target, diff=r.diff, ratio=r.us_target / r.us_base if r.us_base > 0 else None)
             for r in chosen.itertuples()]
+
+
+def _calls(per_step: float) -> str:
+    """Calls per step as read: '53', '12,345', '2.5'."""
+    return f"{per_step:,.1f}".removesuffix(".0")
 
 
 def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:

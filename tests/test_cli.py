@@ -70,7 +70,6 @@ def test_fail_on_passes_when_nothing_reaches_the_threshold(tmp_path):
         (["diagnose", "/no/such/profile"], "/no/such/profile: no such file or directory"),
         (["diagnose", str(REAL.parent / "ascend-level1-2rank")],  # a typo: the directory beside it is suggested
          f"ascend-level1-2rank: no such file or directory; did you mean {REAL}?"),
-        (["diagnose", str(REAL / "rank0_ascend_pt/profiler_info_0.json")], "profiler_info_0.json: is a file"),
         (["diagnose", str(REAL), "-o", "report.pdf"], "report.pdf: cannot tell the format from the suffix"),
         (["diagnose", str(REAL), "--format", "pdf"], "Invalid value for '--format'"),
         (["diagnose"], "Missing argument 'PATH'"),

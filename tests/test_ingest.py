@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,13 @@ def test_a_file_of_a_rank_is_read_as_its_rank_and_says_so(name):
     (warning,) = [w for w in profile.coverage.warnings if "is one file of the rank" in w]
     assert warning.startswith(f"{path}: is one file of the rank {path.parent}; the rank is read whole")
     assert "是 rank" in localised(warning, "zh") and "read whole" not in localised(warning, "zh")
+
+
+def test_a_trace_view_json_away_from_its_rank_is_named_as_what_it_is(tmp_path):
+    """Review: a trace_view.json copied out of ASCEND_PROFILER_OUTPUT was read as a legacy PyTorch trace and told to
+    'Record GPU activity'."""
+    lone = tmp_path / "trace_view.json"
+    shutil.copy(REAL / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", lone)
+    with pytest.raises(InputError, match=r"trace_view.json: is the Ascend profiler's trace_view.json \(it has an Ascend "
+                                         r"Hardware process\) outside its ASCEND_PROFILER_OUTPUT directory"):
+        load_profile(lone)

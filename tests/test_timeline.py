@@ -283,3 +283,44 @@ def test_clashing_process_ids_of_a_second_trace_are_moved():
     assert with_free_pids(first, taken, None) is first and taken == {0}
     second = with_free_pids([dict(e) for e in first], taken, 1)
     assert [e["pid"] for e in second] == [1, 1] and second[0]["args"]["name"] == "GPU 0 (rank 1)" and taken == {0, 1}
+
+
+def test_the_ranks_flow_arrows_stay_apart_when_their_traces_are_merged(tmp_path):
+    """Review: both ranks' traces number their launch → task flows from the same ids (668 clashed), so Perfetto joined
+    rank 0's launches to rank 1's tasks; the second trace's ids are moved."""
+    _report, trace, _stderr = _annotate(REAL, tmp_path)
+    owners: dict[tuple, set[int]] = {}
+    for event in trace["traceEvents"]:
+        if event.get("ph") in ("s", "t", "f") and "id" in event:
+            owners.setdefault((event["ph"], event["id"], event.get("cat")), set()).add(event["pid"])
+    assert len(owners) > 1000 and all(len(pids) == 1 for pids in owners.values())
+
+
+@pytest.mark.parametrize("given", ["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json",
+                                   "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT", "rank0_ascend_pt"])
+def test_a_rank_given_by_any_of_its_paths_is_annotated_over_its_trace(given, tmp_path):
+    """Review: given its ASCEND_PROFILER_OUTPUT or its trace_view.json, the annotated trace held none of its events."""
+    report, trace, stderr = _annotate(REAL / given, tmp_path)
+    ranges = _check_one_named_range_per_range(report, trace)
+    assert ranges and "its events are not in the annotated trace" not in stderr
+    assert len(trace["traceEvents"]) > len(_events(REAL / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"))
+
+
+def test_the_annotated_trace_holds_the_findings_the_reports_show(tmp_path):
+    """Review: with --max-findings 1 the report had one finding and the annotated trace four."""
+    trace_path = tmp_path / "timeline.json"
+    done = CliRunner().invoke(app, ["diagnose", str(REAL), "-f", "json", "--max-findings", "1",
+                                    "--annotate", str(trace_path)])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    _pid, threads, _ranges = _annotations(json.loads(trace_path.read_bytes()))
+    assert len(report["findings"]) == 1 and list(threads.values()) == [f"1. {report['findings'][0]['title']}"]
+
+
+def test_annotate_refuses_the_file_a_report_goes_to_and_leaves_non_traces_unread(tmp_path):
+    report = tmp_path / "r.md"
+    done = CliRunner().invoke(app, ["diagnose", str(REAL), "-o", str(report), "--annotate", str(report)])
+    assert done.exit_code == 2 and "is also a report given to -o" in done.stderr and not report.exists()
+    _report, trace, stderr = _annotate(FIXTURES / "ascend-more" / "server-rank0", tmp_path)  # no trace_view.json
+    check_chrome_trace(trace)
+    assert "communication.json: its events are not in the annotated trace, only its findings' ranges: it is not a trace" in stderr

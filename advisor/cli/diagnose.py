@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -101,6 +102,8 @@ def diagnose_command(
         from advisor.render import render_document, render_terminal
 
         targets = output_targets(output_format, output)
+        if annotate is not None and os.path.realpath(annotate) in {os.path.realpath(o) for o in output or []}:
+            raise errors.InputError(f"{annotate}: is also a report given to -o; give --annotate a file of its own")
         written = [*(output or []), *([annotate] if annotate else [])]
         refuse_overwriting(written, [path, *(env_file or []), *([context] if context else []), *(rules or [])])
         view = report_view(detail, max_findings, min_severity, explain)
@@ -113,8 +116,10 @@ def diagnose_command(
         for fmt, target in targets:
             write_report(fmt, target, lambda console: render_terminal(report, console, explain, view),
                          lambda name: render_document(report, name, view))
-        if annotate is not None:
-            write_annotation(report, path, annotate)
+        if annotate is not None:  # the findings the reports show (--max-findings, --min-severity)
+            from advisor.render.common import filtered_report
+
+            write_annotation(filtered_report(report, view), path, annotate)
         note_coverage(report.coverage)
         if report.status == "empty":
             note("nothing could be diagnosed: no step or operator data was readable", level="error")

@@ -44,7 +44,8 @@ def capture_facts(scope: RankScope) -> list[Fact]:
     return [CaptureFact(
         id=f"capture:r{rank.rank}", sources=[f"{scope.show(trace.path)}[cuda_runtime, cpu_op, kernel]"], rank=rank.rank,
         step_source=source or "none", steps_described=STEP_SOURCES.get(source or "", "none: the whole capture is one window"),
-        steps=len(windows) if unmarked else sum(s in working for s in numbered["step"]), warmup_steps=", ".join(map(str, warm)) or None, steady_steps=len(steady) if not unmarked else 0,
+        steps=len(windows) if unmarked else sum(s in working for s in numbered["step"]),
+        warmup_steps=", ".join(map(str, warm)) or None, steady_steps=len(steady) if not unmarked else 0,
         steady_state=False if unmarked or not steady else True, warmup_evidence=described,
         first_call_launches=len(first), first_call_launch_us=float(first["dur"].sum()),
         autotune_syncs=len(evidence["cudnn.benchmark autotuning synchronisations"]),

@@ -335,7 +335,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         dispatch_top_operator_us=top_us,
         dispatch_host_activity=_host_activity(per_step["dispatch"], within, top, top_us, operators is not None),
         host_wait_python=_python_words(in_python, count, rank),
-        **spread, ranges=longest_ranges(stretches, windows, rank.rank, trace_file),
+        **spread, ranges=longest_ranges(stretches, windows, rank.rank, trace_file, scope.out.step_starts or None),
     )]
 
 

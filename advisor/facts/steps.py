@@ -132,7 +132,8 @@ def _exposed_ranges(scope: RankScope) -> list[TimeRange]:
                             "end": steps["end_us"].astype(float)})
     exposed = subtract(merged(gpu.loc[gpu["kind"] == "communication"]), merged(gpu.loc[gpu["kind"] == "compute"]))
     inside_steps = intersect(exposed, union(windows[["start", "end"]].to_numpy(float)))
-    return longest_ranges({"comm_not_overlapped_us": inside_steps}, windows, rank.rank, scope.show(rank.kineto.path))
+    return longest_ranges({"comm_not_overlapped_us": inside_steps}, windows, rank.rank, scope.show(rank.kineto.path),
+                          scope.out.step_starts or None)
 
 
 def _all_step_facts(scope: RankScope) -> list[StepFact]:

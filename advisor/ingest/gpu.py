@@ -110,7 +110,8 @@ def gpu_rank_data(trace: KinetoTrace, path: Path, warnings: list[str],
     if step_source(trace.cpu) in SERVING_SOURCES and not breakdown.empty:
         data.iterations = gpu_iterations(trace, windows, steps, breakdown, stages)
         phased = phase_breakdown(breakdown, data.iterations)
-        one_phase, breakdown = phased is not breakdown, phased
+        one_phase = phased is not None
+        breakdown = phased if one_phase else breakdown
     breakdown = steady_steps(breakdown, warmup_by_step(trace, windows), warnings)
     if one_phase and not breakdown.empty:
         warnings.extend(phase_note(data.iterations, len(breakdown)))
@@ -237,13 +238,14 @@ def gpu_iterations(trace: KinetoTrace, windows: pd.DataFrame, steps: pd.Series, 
     )
 
 
-def phase_breakdown(breakdown: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
-    """The step table of the phase the breakdown covers (``serving.breakdown_phase``)."""
+def phase_breakdown(breakdown: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame | None:
+    """The step table of the phase the breakdown covers (``serving.breakdown_phase``); None when the run has one
+    phase, or none of the steps is that phase's."""
     phase = breakdown_phase(iterations)
     if phase is None:
-        return breakdown
+        return None
     kept = breakdown.loc[pd.to_numeric(breakdown["step"], errors="coerce").isin(phase_steps(iterations, phase))]
-    return breakdown if kept.empty else kept.reset_index(drop=True)
+    return None if kept.empty else kept.reset_index(drop=True)
 
 
 def phase_note(iterations: pd.DataFrame, kept: int) -> list[str]:

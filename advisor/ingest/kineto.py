@@ -37,7 +37,7 @@ from advisor.ingest.kept import API_OPS
 from advisor.ingest.kinetosteps import ITERATION
 from advisor.ingest.limits import open_binary
 from advisor.ingest.model import FileProblem
-from advisor.ingest.sniff import describe
+from advisor.ingest.sniff import ascend_trace_alone, describe
 from advisor.names import per_name
 
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
@@ -305,7 +305,7 @@ def _read_legacy(path: Path, handle, head: bytes) -> KinetoTrace:
     except RecursionError as exc:
         raise FileProblem("nests arrays or objects too deeply to be a trace") from exc
     if not gpu:
-        raise FileProblem(_LEGACY_NO_GPU)
+        raise FileProblem(ascend_trace_alone(path) or _LEGACY_NO_GPU)
     flow_of = {(e.ts, e.name): flow for flow, e in ends.items()}
     rows: dict[str, list] = {"gpu": [], "runtime": [], "cpu": [], "memory": []}
     for event in gpu:

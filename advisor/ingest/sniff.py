@@ -63,9 +63,39 @@ def archive_refusal(path: Path) -> str | None:
             " and diagnose the directory it holds")
 
 
+ASCEND_MARK = b'"Ascend Hardware"'  # the device process of torch_npu's trace_view.json
+
+
+def ascend_trace_alone(path: Path) -> str | None:
+    """What to say of a torch_npu trace_view.json read on its own, away from the rest of its rank (it holds an Ascend
+    Hardware process); None for any other file."""
+    if not path.name.startswith("trace_view.json") or not _holds(path, ASCEND_MARK):
+        return None
+    return ("is the Ascend profiler's trace_view.json (it has an Ascend Hardware process) outside its "
+            "ASCEND_PROFILER_OUTPUT directory, which holds the rest of the rank: give that directory, or the "
+            "*_ascend_pt directory above it")
+
+
+def _holds(path: Path, mark: bytes, block: int = 1 << 24) -> bool:
+    """Whether the file's bytes contain ``mark``, read in blocks (a mark across two blocks is found too)."""
+    try:
+        with path.open("rb") as handle:
+            tail = b""
+            while chunk := handle.read(block):
+                if mark in tail + chunk:
+                    return True
+                tail = chunk[-len(mark):]
+    except OSError:
+        return False
+    return False
+
+
 def trace_problem(path: Path) -> str | None:
     """'is not a PyTorch profiler trace (WHAT IT HOLDS)' when the file at ``path``, named as a trace, is certainly
     not one (see the module's docstring); None when it is one, or may be (the reader decides)."""
+    alone = ascend_trace_alone(path)
+    if alone is not None:
+        return alone
     if path.name.endswith(".gz"):
         raw = _raw_head(path, 2)
         if raw and not raw.startswith(b"\x1f\x8b"):

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from advisor.render.messages import localised
 from advisor.render.common import (
     BRIEF_FINDINGS,
     FULL,
@@ -41,6 +40,7 @@ from advisor.render.common import (
     verdict_sentence,
     version_text,
 )
+from advisor.render.messages import localised
 from advisor.resources import data_dir
 
 if TYPE_CHECKING:

@@ -90,7 +90,7 @@ def render_comparison_xlsx(comparison: Comparison) -> bytes:
                                  lambda row: words.get(f"component_{row.name}", row.name)),
                       rows_sheet("Operators", comparison.operators, words["operator"], words,
                                  lambda row: row.name + (f" ({row.detail})" if row.detail else "")),
-                      rows_sheet("Framework ops", comparison.apis, words["operator"], words,
+                      rows_sheet("Framework ops", comparison.apis, words["framework_op"], words,
                                  lambda row: f"{row.name} ({row.detail})"), summary])
 
 

@@ -16,7 +16,6 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from advisor.render.messages import localised
 from advisor.render.common import (
     FULL,
     TimeUnit,
@@ -36,6 +35,7 @@ from advisor.render.common import (
     time_unit,
     verdict_sentence,
 )
+from advisor.render.messages import localised
 from advisor.vocabulary import SEVERITIES
 
 if TYPE_CHECKING:

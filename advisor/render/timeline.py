@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from advisor.report import Finding, Report
 
 ANNOTATION_PROCESS = "advisor findings"
+LOCATE_LEVELS = 3  # a file of ASCEND_PROFILER_OUTPUT is three levels below the directory its shown paths start from
+TRACE_NAMES = (".json", ".json.gz")  # what a range's file must be named to be read as a Chrome trace
+ID_STRIDE = 1 << 40  # the flow and async ids of the n-th trace merged are moved by n × ID_STRIDE (ids stay unique)
 Event = dict[str, Any]
 
 
@@ -54,7 +57,8 @@ def annotate(report: Report, locate: Callable[[str], Path | None]) -> Annotation
         except ValueError as exc:
             result.unread[name] = str(exc)
             continue
-        events += with_free_pids(original, taken, ranks[name] if len(files) > 1 else None)
+        moved = with_own_ids(original, len(result.merged))
+        events += with_free_pids(moved, taken, ranks[name] if len(files) > 1 else None)
         result.merged.append(name)
     pid = max(taken, default=0) + 1
     events += [_meta("process_name", pid, 0, name=ANNOTATION_PROCESS), _meta("process_sort_index", pid, 0, sort_index=-1)]
@@ -86,6 +90,8 @@ def read_events(path: Path | None, name: str) -> list[Event]:
     ValueError saying why when it is none."""
     if path is None:
         raise ValueError("not found")
+    if not name.endswith(TRACE_NAMES) or name.endswith("communication.json"):
+        raise ValueError("it is not a trace (its ranges are placed by their times alone)")
     try:
         raw = path.read_bytes()
         data = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
@@ -93,7 +99,7 @@ def read_events(path: Path | None, name: str) -> list[Event]:
         raise ValueError(f"not a Chrome trace ({exc})") from exc
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
-        raise ValueError(f"{name} holds no list of trace events")
+        raise ValueError("it holds no list of trace events")
     return [event for event in events if isinstance(event, dict)]
 
 
@@ -109,12 +115,30 @@ def with_free_pids(events: list[Event], taken: set[int], rank: int | None) -> li
     return [_renamed(_moved(event, moved), rank) for event in events]
 
 
+def with_own_ids(events: list[Event], index: int) -> list[Event]:
+    """The events of the ``index``-th trace merged, their flow and async ``id``/``bind_id`` moved out of the earlier
+    traces' way (numbers by index × ID_STRIDE, text prefixed), so that two ranks' launch arrows never join."""
+    if index == 0:
+        return events
+    return [{**event, **{key: _own_id(event[key], index) for key in ("id", "bind_id") if key in event}}
+            if "id" in event or "bind_id" in event else event for event in events]
+
+
+def _own_id(value: Any, index: int) -> Any:
+    """One flow or async id of the ``index``-th trace, moved."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value + index * ID_STRIDE
+    return f"{index}:{value}" if isinstance(value, str) else value
+
+
 def _moved(event: Event, moved: dict[int, int]) -> Event:
+    """``event`` with its process id moved where ``moved`` says."""
     pid = event.get("pid")
     return {**event, "pid": moved[pid]} if isinstance(pid, int) and pid in moved else event
 
 
 def _renamed(event: Event, rank: int | None) -> Event:
+    """A process-name event saying its ``rank``; every other event as it is."""
     if rank is None or event.get("ph") != "M" or event.get("name") != "process_name":
         return event
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
@@ -132,11 +156,13 @@ def trace_json(annotation: Annotation) -> bytes:
 
 
 def locator(input_path: str | Path) -> Callable[[str], Path | None]:
-    """Where a path shown in a report of the profile at ``input_path`` is on disk: relative to the profile's
-    directory, or to the directory of a profile given as one file or rank directory."""
+    """Where a path shown in a report of the profile at ``input_path`` is on disk. Shown paths are relative to the
+    directory above the rank, so they are looked for under the input and under each of its parents up to the rank's
+    (a profile given as its directory, a rank, its ASCEND_PROFILER_OUTPUT or one of its files)."""
     given = Path(input_path)
+    bases = [given, *list(given.parents)[:LOCATE_LEVELS]]
 
     def locate(shown: str) -> Path | None:
-        return next((p for p in (given / shown, given.parent / shown) if p.is_file()), None)
+        return next((base / shown for base in bases if (base / shown).is_file()), None)
 
     return locate
