@@ -263,15 +263,8 @@ def peer_waits(notify: pd.DataFrame, steps: int) -> dict[int, float]:
     return {int(peer): float(us) for peer, us in sums.items()}
 
 
-NO_TRACE_HINT = (" The capture has no trace_view.json, whose HCCL Notify_Wait tasks would name the peer waited for: "
-                 "profile the whole communicator to see which member delays it.")
-
-
 def waited_peer(waits: dict[int, float] | None) -> dict[str, object]:
-    """The CommunicationFact fields naming the peer waited for longest (ties: the lower rank); without a trace
-    (``waits`` None) only the hint that says so."""
-    if waits is None:
-        return {"straggler_hint": NO_TRACE_HINT}
+    """The CommunicationFact fields naming the peer waited for longest (ties: the lower rank)."""
     if not waits or sum(waits.values()) <= 0:
         return {}
     peer = min(waits, key=lambda p: (-waits[p], p))
@@ -412,10 +405,9 @@ def communication_tables(scope: RankScope) -> list[Fact]:
     rank, out = scope.rank, scope.out
     if rank.kineto is not None and rank.kernels is not None:
         out.nccl = nccl_collectives(rank.kineto, rank.kernels.frame["step"])
-    if rank.trace is not None:  # {}: a trace without Notify_Wait tasks; None: no trace at all
+    if rank.trace is not None and not rank.trace.notify.empty:
         windows = scope.host_windows
-        out.peer_waits = (peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
-                          if not rank.trace.notify.empty else {})
+        out.peer_waits = peer_waits(inside(rank.trace.notify, windows), max(len(windows), 1))
     if traits(rank.platform).collectives_carry_traffic and rank.communication is not None:
         out.traffic = rank.communication.traffic_columns
         out.ops = transit_from_bandwidth(rank.communication.op_columns, out.traffic)
