@@ -21,13 +21,11 @@ import platform
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
-import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from run import measure
+from run import time_both_tools
 
 HERE = Path(__file__).resolve().parent
 REAL_RANK = HERE.parent.parent / "shared" / "data" / "real" / "ascend-more" / "db-level1-2ranks" / "rank0_ascend_pt"
@@ -129,17 +127,9 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, {len(os.sched_getaffinity(0))} cores, "
           f"Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}")
     compileall.compile_dir(HERE.parent / "advisor", quiet=1)
-    tools = {"advisor": lambda out: [args.advisor, "diagnose", str(data), "-o", str(out / "report.json")]}
-    if args.msprof:
-        tools["msprof-analyze advisor all"] = lambda out: [args.msprof, "advisor", "all", "-d", str(data), "-o", str(out)]
     print("| tool | wall (s, median) | runs (s) | peak RSS (MiB) | exit |")
     print("|---|---:|---|---:|---:|")
-    for name, command in tools.items():
-        runs = []
-        for _ in range(args.repeat):
-            with tempfile.TemporaryDirectory() as out:
-                runs.append(measure(command(Path(out))))
-            shutil.rmtree(data / "cluster_analysis_output", ignore_errors=True)  # msprof writes into the input
+    for name, runs in time_both_tools(data, args.advisor, args.msprof, args.repeat).items():
         walls = ", ".join(f"{r[0]:.2f}" for r in runs)
         print(f"| {name} | {statistics.median(r[0] for r in runs):.2f} | {walls} | "
               f"{statistics.median(r[1] for r in runs):.0f} | {runs[-1][2]} |")

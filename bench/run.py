@@ -57,19 +57,27 @@ def main() -> None:
         data = generate(HERE / "data" / f"cluster-{ranks}x{copies}x{trace_copies}", ranks, copies, trace_copies)
         trace_mb = sum(p.stat().st_size for p in data.rglob("trace_view.json")) / 1e6
         size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) / 1e6
-        tools = {"advisor": lambda out, data=data: [args.advisor, "diagnose", str(data), "-o", str(out / "report.json")]}
-        if args.msprof:
-            tools["msprof-analyze advisor all"] = lambda out, data=data: [args.msprof, "advisor", "all", "-d", str(data), "-o", str(out)]
-        for name, command in tools.items():
-            runs = []
-            for _ in range(args.repeat):
-                with tempfile.TemporaryDirectory() as out:
-                    runs.append(measure(command(Path(out))))
-                shutil.rmtree(data / "cluster_analysis_output", ignore_errors=True)  # msprof writes into the input
+        for name, runs in time_both_tools(data, args.advisor, args.msprof, args.repeat).items():
             wall = statistics.median(r[0] for r in runs)
             rss = statistics.median(r[1] for r in runs)
             label = f"{ranks} ranks, kernels ×{copies}, trace ×{trace_copies}"
             print(f"| {label} | {size:.0f} MB ({trace_mb:.0f} MB) | {name} | {wall:.2f} | {rss:.0f} | {runs[-1][2]} |")
+
+
+def time_both_tools(data: Path, advisor: str, msprof: str | None, repeat: int) -> dict[str, list[tuple]]:
+    """``repeat`` measured runs (``measure``) of advisor, and of msprof-analyze advisor all when given, on ``data``."""
+    tools = {"advisor": lambda out: [advisor, "diagnose", str(data), "-o", str(out / "report.json")]}
+    if msprof:
+        tools["msprof-analyze advisor all"] = lambda out: [msprof, "advisor", "all", "-d", str(data), "-o", str(out)]
+    found = {}
+    for name, command in tools.items():
+        runs = []
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory() as out:
+                runs.append(measure(command(Path(out))))
+            shutil.rmtree(data / "cluster_analysis_output", ignore_errors=True)  # msprof writes into the input
+        found[name] = runs
+    return found
 
 
 if __name__ == "__main__":
