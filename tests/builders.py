@@ -26,6 +26,7 @@ class Kernel:
     shapes: str = "4096,1024;4096,1024"
     dtypes: str = "FLOAT16;FLOAT16"
     group: str = "5862276093215481612"  # the communicator hash of a collective or P2P kernel
+    model_id: int = 4294967295  # kernel_details' Model ID (Level1): UINT32_MAX for a single op, a graph's id inside one
 
 
 @dataclass
@@ -164,8 +165,8 @@ def _step_trace(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
 
 def _kernel_details(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
     level0 = spec.level == "Level0"
-    header = ["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)",
-              spec.block_header]
+    header = ["Step Id", *([] if level0 else ["Model ID"]), "Name", "Type", "Accelerator Core", "Start Time(us)",
+              "Duration(us)", "Wait Time(us)", spec.block_header]
     if not level0:
         header += ["Input Shapes", "Input Data Types", "aic_mac_ratio", "aiv_vec_ratio"]
     rows = []
@@ -174,8 +175,8 @@ def _kernel_details(spec: RankSpec) -> tuple[list[str], list[list[object]]]:
         op_type = "N/A" if level0 and core != spec.comm_core else k.op_type
         core = "N/A" if level0 and core != spec.comm_core else core
         start = f"{kernel_start(spec, k):.3f}" + ("\t" if spec.trailing_tab else "")
-        row: list[object] = ["" if not spec.with_step_info else k.step, k.name, op_type, core, start,
-                             f"{k.duration_us:.3f}", "0", 20]
+        row: list[object] = ["" if not spec.with_step_info else k.step, *([] if level0 else [k.model_id]), k.name,
+                             op_type, core, start, f"{k.duration_us:.3f}", "0", 20]
         if not level0:
             row += [f'"{k.shapes}"', k.dtypes, "0.78", "0.0"]
         rows.append(row)

@@ -243,6 +243,32 @@ def test_hccl_buffsize_is_raised_for_a_split_tensor_and_lowered_on_a_full_device
     assert "hccl.buffsize_lower" not in rules_fired(SAMPLE_CLUSTER)
 
 
+def test_hccl_buffsize_is_lowered_from_the_profile_alone_when_the_allocator_runs_out(tmp_path):
+    """Issue 31 (seed 003, HCCL_BUFFSIZE): without the device's capacity, the allocator giving its cache back inside
+    steps shows the device full; the buffers of a 33.5 MB largest tensor at the default 200 MiB return 336 MiB."""
+    fired = {f.id: f for f in advisor.diagnose(build_rank(tmp_path / "full", RankSpec(reserved_drops_per_step=2))).findings}
+    finding = fired["hccl.buffsize_lower_reorganising"]
+    assert "HCCL_BUFFSIZE=32 returns about 336 MiB" in finding.explanation and finding.estimated_gain_us is None
+    assert [p.id for p in finding.prescriptions] == ["hccl.buffsize_largest_tensor"]
+    assert "hccl.buffsize_lower_reorganising" not in {f.id for f in advisor.diagnose(build_rank(tmp_path / "ok", RankSpec())).findings}
+    with_capacity = {f.id for f in advisor.diagnose(tmp_path / "full", context={"device_memory_gb": 64}).findings}
+    assert "hccl.buffsize_lower_reorganising" not in with_capacity  # the capacity known: the peak decides (hccl.buffsize_lower)
+
+
+@pytest.mark.parametrize(("name", "transport", "fires"), [("pp", "HCCS", True), ("pp", "RDMA", False), ("dp", "HCCS", False)])
+def test_pipeline_links_inside_a_server_say_tp_stopped_short(tmp_path, name, transport, fires):
+    """Seed 003, parallel strategy item 2 (PP across servers only once TP is at its maximum), from the profile: a pp
+    communicator's matrix links over HCCS put two stages on one server."""
+    spec = RankSpec(groups={"group_name_0": {"group_name": name, "group_rank": 0, "global_ranks": [0, 4]}},
+                    matrix_links={"0-1": 16.0}, comm_transport=transport)
+    build_rank(tmp_path, spec)
+    found = [f for f in advisor.diagnose(tmp_path).findings if f.id == "parallel.pp_within_node"]
+    assert bool(found) is fires
+    if fires:
+        assert found[0].key == "pp" and "from rank 0 to rank 4 over HCCS" in found[0].explanation
+        assert found[0].prescriptions[0].id == "parallel.layout_plan"
+
+
 @pytest.mark.parametrize(("name", "transport", "fires"), [("tp", "RDMA", True), ("dp", "RDMA", False), ("tp", "HCCS", False)])
 def test_tensor_parallel_links_over_rdma_say_tp_spans_servers(tmp_path, name, transport, fires):
     """Issue 31, item 3: TP crossing nodes seen in the profile — a tp communicator's matrix links over RDMA — without

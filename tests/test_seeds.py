@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,7 @@ def test_seed_001_matmul_all_reduce_gets_the_seed_tiles(tmp_path):
 
 
 def test_seed_002_short_kernels_on_a3_in_max_autotune(tmp_path):
-    kernels = [Kernel(step, f"k{i}", op_type, "AI_VECTOR_CORE", 3.0)
+    kernels = [Kernel(step, f"k{i}", op_type, "AI_VECTOR_CORE", 3.0, model_id=1)  # inside the compiled graph
                for step in (5, 6) for i, op_type in enumerate(["Mul", "Add", "Cast", "Muls", "Sub", "Div"] * 25)]
     spec = RankSpec(steps=_steps(450.0, 50.0, 900.0), kernels=kernels, kernel_spacing_us=9.0, syncs_per_step=0,
                     dataloader_us=10.0)
@@ -104,13 +105,26 @@ def test_seed_002_short_kernels_on_a3_in_max_autotune(tmp_path):
 
 
 def test_seed_002_without_context_says_what_to_check(tmp_path):
-    kernels = [Kernel(step, f"k{i}", "Mul", "AI_VECTOR_CORE", 3.0) for step in (5, 6) for i in range(150)]
+    kernels = [Kernel(step, f"k{i}", "Mul", "AI_VECTOR_CORE", 3.0, model_id=1) for step in (5, 6) for i in range(150)]
     spec = RankSpec(steps=_steps(450.0, 50.0, 900.0), kernels=kernels, kernel_spacing_us=9.0, syncs_per_step=0,
                     dataloader_us=10.0)
-    report = _diagnose(tmp_path, spec)
+    report = _diagnose(tmp_path / "graph", spec)
     gate = next(f for f in report.findings if f.id == "superkernel.gate_unknown")
     assert "pass `--context` with `chip` and `execution_mode`" in gate.explanation
     assert "superkernel.short_kernels" not in {f.id for f in report.findings}
+
+
+@pytest.mark.parametrize("context", [None, "chip: Atlas A3\nexecution_mode: torchair-max-autotune\n"])
+def test_seed_002_max_autotune_only_single_op_kernels_get_no_superkernel(tmp_path, context):
+    """Seed 002 (max-autotune only): kernels that all carry the single-op Model ID 4294967295 ran eagerly, outside
+    any graph a SuperKernel could live in — no SuperKernel finding, with or without a context saying otherwise; the
+    dispatch rules take the short kernels."""
+    kernels = [Kernel(step, f"k{i}", "Mul", "AI_VECTOR_CORE", 3.0) for step in (5, 6) for i in range(150)]
+    spec = RankSpec(steps=_steps(450.0, 50.0, 900.0), kernels=kernels, kernel_spacing_us=9.0, syncs_per_step=0,
+                    dataloader_us=10.0)
+    fired = {f.id for f in _diagnose(tmp_path, spec, **({"context": context} if context else {})).findings}
+    assert not fired & {"superkernel.gate_unknown", "superkernel.short_kernels"}
+    assert "host.many_small_kernels" in fired or context
 
 
 def test_seed_003_data_loader_stall(tmp_path):
@@ -335,3 +349,16 @@ def test_seed_003_batches_of_varying_length(tmp_path, tokens, fires):
     assert bool(found) is fires
     if fires:
         assert found[0].prescriptions[0].id == "io.length_grouped_batches" and found[0].estimated_gain_us is None
+
+
+def test_seed_002_the_real_eager_capture_gets_no_superkernel(tmp_path):
+    """The real Level1 capture launches every kernel on its own (Model ID 4294967295 on all 191): no SuperKernel
+    finding; the same capture with the kernels given a graph's id gets the gate that says what to check."""
+    real = Path(__file__).parent / "fixtures" / "ascend-level1-2ranks" / "rank0_ascend_pt"
+    fired = {f.id for f in diagnose(real).findings}
+    assert "superkernel.gate_unknown" not in fired and "host.many_small_kernels" in fired
+    copy = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(real, copy)
+    details = copy / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    details.write_bytes(details.read_bytes().replace(b"\n50,4294967295,", b"\n50,7,"))
+    assert "superkernel.gate_unknown" in {f.id for f in diagnose(copy).findings}

@@ -14,6 +14,7 @@ import pandas as pd
 
 from advisor.facts.gpu import analysis_window, draining_copy_calls, gpu_summary
 from advisor.facts.matrix import nvidia_capability
+from advisor.facts.operators import compute_kernels
 from advisor.facts.models import ApiFact, DataLoaderFact, Fact, GpuFact, HostFact, TimeRange
 from advisor.facts.platforms import ASCEND_RUNTIME, QUEUED_LAUNCH_US_CAP, RuntimeNames, traits
 from advisor.facts.scope import RankScope, Shown, file_source
@@ -251,6 +252,17 @@ def api_calls(host: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
                          "us_per_step": grouped["sum"] / steps})
 
 
+SINGLE_OP_MODEL_ID = 4294967295  # UINT32_MAX: the Model ID of a kernel launched on its own, outside any graph
+
+
+def single_op_kernels_only(kernels: pd.DataFrame) -> bool:
+    """Whether every compute kernel with a Model ID has the single-op one (and at least one has an id)."""
+    if "model_id" not in kernels:
+        return False
+    ids = kernels.loc[compute_kernels(kernels).index, "model_id"].dropna()
+    return bool(len(ids)) and bool((ids == SINGLE_OP_MODEL_ID).all())
+
+
 def host_facts(scope: RankScope) -> list[Fact]:
     """The host's summary, its busiest API calls, the DataLoader and, on a GPU, the HTA figures."""
     show, rank, breakdown = scope.show, scope.rank, scope.breakdown
@@ -266,9 +278,13 @@ def host_facts(scope: RankScope) -> list[Fact]:
     step_time = breakdown.step_time_us if breakdown is not None else None
     if step_time is None and not windows.empty:  # no device breakdown: the host's ProfilerStep windows are the step
         step_time = float((windows["end"] - windows["start"]).mean()) or None
+    single_ops = rank.kernels is not None and single_op_kernels_only(rank.kernels.frame)
+    sources = [file_source(show, rank, "trace", "CANN, Python, Ascend Hardware, HostToDevice")]
+    if single_ops:
+        sources.append(file_source(show, rank, "kernels", "Model ID"))
     facts: list[Fact] = [
-        HostFact(id=f"host:r{rank.rank}", sources=[file_source(show, rank, "trace", "CANN, Python, Ascend Hardware, HostToDevice")],
-                 rank=rank.rank, steps=max(len(windows), 1), **summary,
+        HostFact(id=f"host:r{rank.rank}", sources=sources, rank=rank.rank, steps=max(len(windows), 1), **summary,
+                 single_op_kernels_only=single_ops,
                  gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
                  optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
     ]

@@ -80,6 +80,7 @@ KERNEL_COLUMNS = (
     Column("input_shapes", ("Input Shapes",), "str"),
     Column("input_dtypes", ("Input Data Types",), "str"),
     Column("block_dim", ("Block Dim", "Block Num"), "float"),
+    Column("model_id", ("Model ID",), "float"),  # 4294967295 (UINT32_MAX) for a single op; a graph's id inside one
     *(Column(name, (name,), "float") for name in PIPE_RATIOS),
 )
 
