@@ -144,3 +144,19 @@ def test_the_zh_report_puts_full_width_colons_after_its_labels():
         text = render_document(report, name, View(detail="full"))
         assert not re.findall(r"[\u4e00-\u9fff]:", text), name
         assert "每迭代 96.53 ms（占迭代的 62.9%），实测" in text, name
+
+
+def test_the_zh_report_says_what_each_precondition_was_checked_against_in_chinese():
+    """Before: '*适用范围：* ✓ torch_npu (profile format: ascend-pytorch); ✓ 迭代尚未以图重放 (checked against 2 host
+    fact(s))' — the gate details (advisor/gates.py) in English between ASCII parentheses; now rewritten by
+    reports/messages.yaml and set in full-width parentheses, the English report unchanged."""
+    import advisor
+    from advisor.render import View, render_document
+
+    root = Path(__file__).parent / "fixtures" / "ascend-level1-2ranks"
+    zh = render_document(advisor.diagnose(root, lang="zh"), "markdown", View(detail="full"))
+    lines = [line for line in zh.splitlines() if line.startswith("*适用范围：*")]
+    assert lines and not [line for line in lines if re.search(r"profile format|checked against|fact\(s\)| \((?:profile|--context|the )", line)]
+    assert "torch\\_npu（profile 格式：ascend-pytorch）；✓ 迭代尚未以图重放（已对照 2 条 host 事实核对）" in zh
+    en = render_document(advisor.diagnose(root), "markdown", View(detail="full"))
+    assert "torch\\_npu (profile format: ascend-pytorch); ✓" in en
