@@ -134,10 +134,12 @@ class DbTables:
         self._work = 0
         connection.set_progress_handler(self._count_work, _WORK_CHECK)
         self._strings: dict[int, str] | None = None
+        self._listed: dict[int, str] | bool | None = None  # _listed_names, False where it cannot stand for the ids
         self._no_strings_told = False
         self._checked: set[tuple[str, str]] = set()  # (table, column) whose non-numbers were counted
         self._dtypes: dict[tuple[str, str], str] = {}  # (table, column) → the dtype the whole column reads as
         self._plain: set[tuple[str, str]] = set()  # (table, column) holding only integers and integers' text
+        self._numeric: set[tuple[str, str]] = set()  # (table, column) holding those, finite REALs and NULLs only
 
     def _count_work(self) -> int:
         self._work += _WORK_CHECK
@@ -148,6 +150,11 @@ class DbTables:
 
     def frame(self, query: str, params: list[object] | tuple[object, ...] = ()) -> pd.DataFrame:
         return self._run(query, lambda: pd.read_sql_query(query, self.connection, params=params or None))
+
+    def array(self, query: str, params: list[object], dtype: list[tuple[str, str]]) -> np.ndarray:
+        """The rows of ``query`` as a NumPy record array of ``dtype`` (NULL read as NaN in a float field), without a
+        Python object per value kept."""
+        return self._run(query, lambda: np.fromiter(self.connection.execute(query, params), dtype=dtype))
 
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         """The rows of ``query`` as SQLite gives them (ints, floats, text, blobs, None), for a few rows only."""
@@ -198,24 +205,34 @@ class DbTables:
 
     def count_non_numbers(self, table: str, columns: list[str]) -> None:
         """Warn of the values of ``table``'s ``columns`` that ``_number`` reads as missing (not NULL, not a number),
-        once per column however often it is read. One pass counts the values that are not plain (``_plain``); the
-        checks run only on those rows (a plain value passes every one of them)."""
+        once per column however often it is read. One pass sorts the values by storage class (``_value_class``):
+        integers and integers' text pass every check, a finite REAL or a NULL only the first two (it is no whole
+        number), so the checks run only on the rows holding anything else (text, blobs, ±inf) — none in an export."""
         columns = [c for c in columns if (table, c) not in self._checked]
         if not columns:
             return
         self._checked.update((table, c) for c in columns)
-        rows, *others = self.rows("SELECT count(*), " + ", ".join(f"SUM(NOT {_plain(c)})" for c in columns)
-                                  + f" FROM {table}")[0]
-        self._plain.update((table, c) for c, other in zip(columns, others) if not other)
-        checked = [c for c, other in zip(columns, others) if other]
+        try:
+            rows, *packed = self.rows("SELECT count(*), " + ", ".join(f"SUM({_value_class(c)})" for c in columns)
+                                      + f" FROM {table}")[0]
+        except FileProblem:  # a SUM past 64 bits (2^31 rows), or a table that cannot be read: the checks tell which
+            rows, not_plain, other = self._count_classes(table, columns)
+        else:
+            not_plain = [int(count or 0) & _CLASS_MASK for count in packed]  # finite REALs, NULLs and the rest
+            other = [int(count or 0) >> _CLASS_BITS for count in packed]  # the rest: ±inf, text not an integer, blobs
+        self._plain.update((table, c) for c, count in zip(columns, not_plain) if not count)
+        checked = [c for c, count in zip(columns, other) if count]
+        self._numeric.update((table, c) for c, count in zip(columns, other) if not count)
         counts = np.zeros((len(columns), 3))
+        counts[:, 2] = np.array(not_plain) - np.array(other)  # finite REALs and NULLs: no whole numbers
         if checked:
             found = self.frame("SELECT " + ", ".join(
-                f"SUM({_unless_whole(c, f'NOT {_is_number(c)}')}), "
-                f"SUM({_unless_whole(c, f'{_is_number(c)} AND NOT {_is_finite(c)}')}), "
-                f"SUM({_unless_whole(c, _not_whole(c), null='1')})"
-                for c in checked) + f" FROM {table} WHERE " + " OR ".join(f"NOT {_plain(c)}" for c in checked))
-            counts[[columns.index(c) for c in checked]] = found.iloc[0].fillna(0).to_numpy().reshape(-1, 3)
+                f"SUM(CASE WHEN {_other(c)} THEN {_unless_whole(c, f'NOT {_is_number(c)}')} ELSE 0 END), "
+                f"SUM(CASE WHEN {_other(c)} THEN {_unless_whole(c, f'{_is_number(c)} AND NOT {_is_finite(c)}')} "
+                "ELSE 0 END), "
+                f"SUM(CASE WHEN {_other(c)} THEN {_unless_whole(c, _not_whole(c), null='1')} ELSE 0 END)"
+                for c in checked) + f" FROM {table} WHERE " + " OR ".join(_other(c) for c in checked))
+            counts[[columns.index(c) for c in checked]] += found.iloc[0].fillna(0).to_numpy().reshape(-1, 3)
         for column, (text, infinite, not_whole) in zip(columns, counts):
             self._dtypes[(table, column)] = "int64" if rows and not (text or infinite or not_whole) else "float64"
             if text:
@@ -225,13 +242,24 @@ class DbTables:
                 self.warnings.append(f"{int(infinite)} infinite value(s) in column {column} of table {table} "
                                      "were treated as missing")
 
+    def _count_classes(self, table: str, columns: list[str]) -> tuple[int, list[int], list[int]]:
+        """``count_non_numbers``' first pass without packing two counts in one SUM (which 2^31 rows overflow): the
+        rows, and per column the values that are not plain and those that are ``_other``."""
+        rows, *counts = self.rows("SELECT count(*), " + ", ".join(
+            f"SUM({_value_class(c, packed=False)}), SUM({_other(c)})" for c in columns) + f" FROM {table}")[0]
+        counts = [int(count or 0) for count in counts]
+        return rows, counts[::2], counts[1::2]
+
     def number(self, table: str, column: str, bare: bool = False) -> str:
         """``_number`` of ``column`` (``alias.name`` or ``name``) of ``table``; a column found plain
-        (``count_non_numbers``) is read with one CAST, which gives what ``_number`` gives for every plain value."""
+        (``count_non_numbers``) is read with one CAST, which gives what ``_number`` gives for every plain value, and
+        one holding only numbers and NULLs by their storage class (``_numeric``)."""
         name = column.rpartition(".")[2]
-        if (table, name) not in self._plain:
-            return _number(column, bare)
-        return f"CAST({column} AS INTEGER)" + ("" if bare else f" AS {name}")
+        if (table, name) in self._plain:
+            return f"CAST({column} AS INTEGER)" + ("" if bare else f" AS {name}")
+        if (table, name) in self._numeric:
+            return _numeric(column) + ("" if bare else f" AS {name}")
+        return _number(column, bare)
 
     def text(self, values: pd.Series, counts: pd.Series | None = None, warn: bool = True) -> pd.Series:
         """STRING_IDS ids → text (values already text are kept; unknown ids become missing), each distinct value
@@ -278,11 +306,32 @@ class DbTables:
         """The condition selecting the rows of ``table`` (a table or a join) whose ``column`` names (resolved, missing
         read as "") pass ``keep``, found from the column's distinct values, and its parameters; the ids not in
         STRING_IDS are counted over every row here. None where too many names pass for one query's parameters (read every row)."""
-        groups = self.rows(f"SELECT {column}, count(*) FROM {table} GROUP BY {column}")
+        most = self.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        listed = self._listed_names()
+        if listed is not None and len(chosen := [i for i, name in listed.items() if keep(name)]) <= most:
+            # the ids STRING_IDS lists stand for their names: only the other values (ids it lacks, NULLs, text, REALs)
+            # are grouped, which in an export is none; the kept ids listed that the column lacks select no row
+            unlisted = f"CASE typeof({column}) WHEN 'integer' THEN {column} NOT IN (SELECT id FROM STRING_IDS) ELSE 1 END"
+            groups = self.rows(f"SELECT {column}, count(*) FROM {table} WHERE {unlisted} GROUP BY {column}")
+        else:
+            chosen = []
+            groups = self.rows(f"SELECT {column}, count(*) FROM {table} GROUP BY {column}")
         values = pd.Series([value for value, _count in groups], dtype=object, name=column.rpartition(".")[2])
         names = self.text(values, pd.Series([count for _value, count in groups], dtype="int64")).fillna("")
-        chosen = [value for value, name in zip(values, names) if keep(name)]
-        return _one_of(column, chosen, self.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+        chosen += [value for value, name in zip(values, names) if keep(name)]
+        return _one_of(column, chosen, most)
+
+    def _listed_names(self) -> dict[int, str] | None:
+        """STRING_IDS as id → name (NULL read as "", as ``text`` gives it), where every id is an integer and every name text or NULL, so
+        that an integer of a name column stands for the name when ``SELECT id FROM STRING_IDS`` holds it; else None."""
+        if self._listed is None:
+            strings = self._string_ids()
+            self._listed = False
+            if strings and "STRING_IDS" not in self._refused and all(
+                    type(i) is int and (type(name) is str or name is None or (type(name) is float and math.isnan(name)))
+                    for i, name in strings.items()):
+                self._listed = {i: name if type(name) is str else "" for i, name in strings.items()}
+        return self._listed or None
 
 
 def _resolve(strings: dict[int, str], value: object) -> tuple[object, bool]:
@@ -333,12 +382,34 @@ def _number(column: str, bare: bool = False) -> str:
     return value if bare else f"{value} AS {column.rpartition('.')[2]}"
 
 
-def _plain(column: str) -> str:
-    """SQL: ``column`` holds an integer, or text that is exactly an integer's decimal form (torch_npu writes
-    PYTORCH_API's times so): ``_number`` reads it as that integer, and the checks of ``count_non_numbers`` pass it.
-    Comparing two TEXT expressions compares the text (no affinity conversion)."""
-    return (f"(typeof({column}) = 'integer' OR (typeof({column}) = 'text' "
-            f"AND CAST(CAST({column} AS INTEGER) AS TEXT) = CAST({column} AS TEXT)))")
+_FINITE = "1.7976931348623157e308"  # the largest finite REAL
+_CLASS_BITS = 32  # count_non_numbers packs two counts in one SUM: the rows of a table number below 2^31
+_CLASS_MASK = (1 << _CLASS_BITS) - 1
+
+
+def _value_class(column: str, packed: bool = True) -> str:
+    """SQL counted by SUM in ``count_non_numbers``: 0 for a plain value (``_plain``), 1 for any other, plus
+    2^_CLASS_BITS (``packed``) for one of the rest (``_other``: ±inf, text that is no integer's decimal form, a blob).
+    One CASE on the storage class: an integer, most values, costs one ``typeof``."""
+    rest = f"{1 + (1 << _CLASS_BITS)}" if packed else "1"
+    return (f"CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'real' THEN CASE WHEN abs({column}) <= {_FINITE} "
+            f"THEN 1 ELSE {rest} END WHEN 'null' THEN 1 WHEN 'text' THEN CASE WHEN CAST(CAST({column} AS INTEGER) "
+            f"AS TEXT) = CAST({column} AS TEXT) THEN 0 ELSE {rest} END ELSE {rest} END")
+
+
+def _other(column: str) -> str:
+    """SQL: ``column`` holds none of an integer, integer's text, finite REAL or NULL — the values ``_number``
+    needs its checks for."""
+    return (f"(CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'null' THEN 0 WHEN 'real' THEN NOT (abs({column}) "
+            f"<= {_FINITE}) WHEN 'text' THEN CAST(CAST({column} AS INTEGER) AS TEXT) <> CAST({column} AS TEXT) "
+            "ELSE 1 END)")
+
+
+def _numeric(column: str) -> str:
+    """SQL: what ``_number`` gives for a column without ``_other`` values, by storage class (a REAL is its own
+    CAST AS NUMERIC)."""
+    return (f"CASE typeof({column}) WHEN 'integer' THEN {column} WHEN 'real' THEN {column} "
+            f"WHEN 'text' THEN CAST({column} AS INTEGER) END")
 
 
 def _unless_whole(column: str, check: str, null: str = "0") -> str:
@@ -490,10 +561,13 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
         db.require("TASK_PMU_INFO", required)
         db.count_non_numbers("TASK_PMU_INFO", list(numbers))
         ratio = db.kept("TASK_PMU_INFO", "name", lambda name: str(name).endswith("_ratio"))  # the only ones kept
-        pmu = db.select("TASK_PMU_INFO", required, numbers=numbers, where=ratio)
-        if not pmu.empty:
-            pmu["name"] = db.text(pmu["name"], warn=False)
-            ratios = pmu.pivot_table(index="globalTaskId", columns="name", values="value", aggfunc="first")
+        ratios = _pmu_ratios(db, ratio)
+        if ratios is None:
+            pmu = db.select("TASK_PMU_INFO", required, numbers=numbers, where=ratio)
+            if not pmu.empty:
+                pmu["name"] = db.text(pmu["name"], warn=False)
+                ratios = pmu.pivot_table(index="globalTaskId", columns="name", values="value", aggfunc="first")
+        if ratios is not None:
             ratios = ratios.reindex(tasks["globalTaskId"]).reset_index(drop=True)
             for column in ratios.columns:
                 if str(column).endswith("_ratio"):
@@ -505,6 +579,31 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
     frame.insert(0, "step", _step_of(frame["start_ns"], steps) if not steps.empty else None)
     return _table(db, path, frame.drop(columns="start_ns"),
                   ("step", "name", "type", "accelerator_core", "input_shapes", "input_dtypes"))
+
+
+def _pmu_ratios(db: DbTables, ratio: tuple[str, list[object]] | None) -> pd.DataFrame | None:
+    """The kept TASK_PMU_INFO rows pivoted as ``pivot_table(index="globalTaskId", columns="name", values="value",
+    aggfunc="first")`` does (the first number of each task and name in the table's order, a name without one left
+    out), read as NumPy columns instead of a frame of Python objects. None where that does not apply: ids of tasks
+    that are not plain integers, or names that are no ids STRING_IDS lists (the caller pivots the frame)."""
+    listed = db._listed_names()
+    if (ratio is None or listed is None or ("TASK_PMU_INFO", "globalTaskId") not in db._plain
+            or not all(type(value) is int and value in listed for value in ratio[1]) or "IS NULL" in ratio[0]):
+        return None
+    condition, params = ratio
+    found = db.array(f"SELECT CAST(globalTaskId AS INTEGER), CAST(name AS INTEGER), "
+                     f"{db.number('TASK_PMU_INFO', 'value', bare=True)} FROM TASK_PMU_INFO NOT INDEXED WHERE {condition}",
+                     params, [("task", "i8"), ("name", "i8"), ("value", "f8")])
+    found = found[~np.isnan(found["value"])]
+    ids = np.unique(found["name"])
+    names = sorted({listed[int(i)] for i in ids})  # two ids of one name are one column, as pivot_table has it
+    position = {name: k for k, name in enumerate(names)}
+    column = np.array([position[listed[int(i)]] for i in ids], dtype=np.int64)[np.searchsorted(ids, found["name"])]
+    tasks, row = np.unique(found["task"], return_inverse=True)
+    first = np.unique(row * len(names) + column, return_index=True)[1]  # the first row of each task and name
+    values = np.full((len(tasks), len(names)), np.nan)
+    values[row[first], column[first]] = found["value"][first]
+    return pd.DataFrame(values, index=pd.Index(tasks, name="globalTaskId"), columns=pd.Index(names, name="name"))
 
 
 @_per_table("the collectives of kernel_details (COMMUNICATION_OP)")
