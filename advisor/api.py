@@ -137,6 +137,16 @@ class ComparisonReport(Comparison):
         ``detail``: the calls per step on each side)."""
         return rows_frame(self.apis)
 
+    def operator_shapes_df(self) -> pd.DataFrame:
+        """The compute operators matched by type and input shapes, µs per step (columns as operators_df; ``name``: the
+        type, ``detail``: the shapes); empty when a side records no shapes (``operator_shapes_note`` says so)."""
+        return rows_frame(self.operator_shapes)
+
+    def operator_memory_df(self) -> pd.DataFrame:
+        """Device memory allocated per step by each operator, MB (columns as operators_df; ``detail``: the
+        allocations per step on each side)."""
+        return rows_frame(self.operator_memory)
+
     def collectives_df(self) -> pd.DataFrame:
         """The collectives on both sides, µs per step (columns as operators_df)."""
         return rows_frame(self.collectives)
@@ -174,13 +184,18 @@ def compare(
     context: UserContext | Mapping[str, object] | str | PathLike[str] | None = None,
     env: Mapping[str, object] | None = None,
     options: RunOptions | None = None,
+    base_step: int | None = None,
+    target_step: int | None = None,
 ) -> ComparisonReport:
     """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after).
 
     ``env`` and ``context`` are as for ``advisor.diagnose`` and apply to both sides; so do ``options``
     (``advisor.RunOptions``: jobs, file-size limit, progress listener; each side is read whole on this machine, so
-    its scheduler and deep do not apply). Raises InputError when either path holds no profile.
+    its scheduler and deep do not apply). ``base_step`` / ``target_step`` compare one step of a side (N of
+    ProfilerStep#N) instead of the mean of every step, as ``--base-step`` / ``--target-step``. Raises InputError when
+    either path holds no profile, or a chosen step is not among a side's profiled steps.
     """
     check_lang(lang)
-    result = _compare(base_path, target_path, book, lang=lang, context=resolve_context(context, env), options=options)
+    result = _compare(base_path, target_path, book, lang=lang, context=resolve_context(context, env), options=options,
+                      base_step=base_step, target_step=target_step)
     return ComparisonReport.model_validate(dict(result))

@@ -26,12 +26,17 @@ from advisor.comparison import CameBack, Comparison, FindingChange, GainCheck, I
 from advisor.diagnose import Analysis, analyse, build_report, default_rulebook
 from advisor.engine.session import RuleEngine
 from advisor.engine.spec import NotCondition
+from advisor.errors import InputError
 from advisor.facts import BreakdownFact, Fact, MemoryFact, StepFact
+from advisor.facts.host import api_calls
+from advisor.facts.memory import MB_PER_KB
 from advisor.facts.models import ApiFact, CollectiveDeltaFact, MemoryDeltaFact, OperatorDeltaFact, StepDeltaFact
 from advisor.facts.operators import COMMUNICATION_CORES, compute_kernels, in_steps
+from advisor.facts.steps import mean_step, times
+from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.findings import build_findings
 from advisor.ingest import Profile
-from advisor.ingest.model import coverage_problems
+from advisor.ingest.model import RankData, coverage_problems
 from advisor.ingest.columns import records
 from advisor.render.common import fmt_pct, fmt_us, labels
 from advisor.report import Finding, Report, ToolInfo
@@ -62,6 +67,7 @@ _STEP_COMPONENTS = (("step_time", "step_time_us"), ("compute", "compute_us"), ("
 MAX_OPERATOR_ROWS = 30
 # Above this operator-mix distance BASE and TARGET are taken to run different workloads (see operator_mix_distance).
 WORKLOAD_DISTANCE = 0.5
+MAX_STEP_IDS_LISTED = 20  # the step ids an unknown chosen step's error lists
 MIN_STEPS = 3  # the fewest steps per side that tell a change from step-to-step variation (as median_step needs)
 
 
@@ -76,15 +82,30 @@ def collective_type(name: str) -> str:
     return {"receive": "recv", "batchsendrecv": "sendrecv"}.get(match.group(1), match.group(1)) if match else "other"
 
 
-def operator_times(profile: Profile, facts: list[Fact]) -> pd.DataFrame:
-    """Per compute operator type: µs and launches per step, mean over the ranks that have kernels."""
+def _rank_steps(facts: list[Fact], rank: int) -> list[int]:
+    return [f.step for f in facts if isinstance(f, StepFact) and f.rank == rank and f.step is not None]
+
+
+def _step_kernels(kernels: pd.DataFrame, facts: list[Fact], rank: int, step: int | None) -> tuple[pd.DataFrame, int]:
+    """The kernel rows of the rank's profiled steps (of the one ``step`` when given: none without a step column), and
+    the steps they are over."""
+    if step is not None:
+        if "step" not in kernels:
+            return kernels.iloc[0:0], 1
+        return kernels.loc[pd.to_numeric(kernels["step"], errors="coerce") == step], 1
+    steps = _rank_steps(facts, rank)
+    chosen = in_steps(kernels, steps)
+    return chosen, max(len(steps) or chosen["step"].nunique(), 1) if "step" in chosen else 1
+
+
+def operator_times(profile: Profile, facts: list[Fact], step: int | None = None) -> pd.DataFrame:
+    """Per compute operator type: µs and launches per step, mean over the ranks that have kernels (of the one
+    ``step`` when given)."""
     tables = []
     for rank in profile.ranks:
         if rank.kernels is None:
             continue
-        steps = [f.step for f in facts if isinstance(f, StepFact) and f.rank == rank.rank and f.step is not None]
-        kernels = in_steps(compute_kernels(rank.kernels.frame), steps)
-        per_step = max(len(steps) or kernels["step"].nunique(), 1) if "step" in kernels else 1
+        kernels, per_step = _step_kernels(compute_kernels(rank.kernels.frame), facts, rank.rank, step)
         grouped = kernels.groupby("type")["duration_us"].agg(["sum", "size"]) / per_step
         tables.append(grouped.rename(columns={"sum": "us", "size": "count"}))
     if not tables:
@@ -92,8 +113,52 @@ def operator_times(profile: Profile, facts: list[Fact]) -> pd.DataFrame:
     return pd.concat(tables).groupby(level=0).sum() / len(tables)
 
 
-def collective_times(profile: Profile, facts: list[Fact]) -> pd.Series:
-    """Per collective type: device µs per step of the communication kernels, mean over ranks."""
+def _shapes(column: pd.Series) -> pd.Series:
+    """Input shapes as read: the quotes torch_npu writes around them stripped, N/A and blanks empty."""
+    text = column.astype(object).where(column.notna(), "").astype(str).str.strip().str.strip('"').str.strip()
+    return text.where(~text.isin(["N/A", "NULL", "nan", "None"]), "")
+
+
+def shape_times(profile: Profile, facts: list[Fact], step: int | None = None) -> pd.DataFrame | None:
+    """Per compute operator type and input shapes: µs and launches per step, mean over the ranks whose kernels record
+    input shapes (Level0 and GPU traces do not); None when none does."""
+    tables = []
+    for rank in profile.ranks:
+        if rank.kernels is None or "input_shapes" not in rank.kernels.frame:
+            continue
+        kernels, per_step = _step_kernels(compute_kernels(rank.kernels.frame), facts, rank.rank, step)
+        shapes = _shapes(kernels["input_shapes"])
+        if not shapes.ne("").any():
+            continue
+        keyed = pd.DataFrame({"type": kernels["type"].astype(str), "shapes": shapes, "duration_us": kernels["duration_us"]})
+        grouped = keyed.groupby(["type", "shapes"])["duration_us"].agg(["sum", "size"]) / per_step
+        tables.append(grouped.rename(columns={"sum": "us", "size": "count"}))
+    if not tables:
+        return None
+    return pd.concat(tables).groupby(level=[0, 1]).sum() / len(tables)
+
+
+def shape_rows(base: pd.DataFrame | None, target: pd.DataFrame | None, same_platform: bool,
+               words: dict[str, str]) -> tuple[list[Row], str | None]:
+    """Operators matched by type and input shapes (msprof-analyze's kernel comparison): the MAX_OPERATOR_ROWS whose
+    time per step changed most either way, the largest increase first; or no rows and why."""
+    if not same_platform:
+        return [], words["shapes_other_platform"]
+    if base is None or target is None:
+        sides = "base_and_target" if base is None and target is None else "base" if base is None else "target"
+        return [], words["shapes_absent"].format(sides=words[sides])
+    joined = base.merge(target, how="outer", left_index=True, right_index=True, suffixes=("_base", "_target")).fillna(0.0)
+    joined["diff"] = joined["us_target"] - joined["us_base"]
+    chosen = joined.loc[joined["diff"].abs().sort_values(ascending=False, kind="stable").index[:MAX_OPERATOR_ROWS]]
+    chosen = chosen.reset_index(names=["type", "shapes"]).sort_values(["diff", "type", "shapes"],
+                                                                      ascending=[False, True, True])
+    return [Row(name=r.type, detail=r.shapes or None, base=r.us_base, target=r.us_target, diff=r.diff,
+                ratio=r.us_target / r.us_base if r.us_base > 0 else None) for r in chosen.itertuples()], None
+
+
+def collective_times(profile: Profile, facts: list[Fact], step: int | None = None) -> pd.Series:
+    """Per collective type: device µs per step of the communication kernels, mean over ranks (of the one ``step``
+    when given)."""
     tables = []
     for rank in profile.ranks:
         if rank.kernels is None:
@@ -102,9 +167,11 @@ def collective_times(profile: Profile, facts: list[Fact]) -> pd.Series:
         core = frame["accelerator_core"].fillna("").astype(str).str.upper() if "accelerator_core" in frame else ""
         comm = frame.loc[(core.isin(COMMUNICATION_CORES) if "accelerator_core" in frame else False)
                          | frame["name"].fillna("").str.lower().str.startswith(("hcom_", "nccl"))]
-        steps = [f.step for f in facts if isinstance(f, StepFact) and f.rank == rank.rank and f.step is not None]
-        comm = in_steps(comm, steps)
-        per_step = max(len(steps), 1)
+        if step is None:
+            steps = _rank_steps(facts, rank.rank)
+            comm, per_step = in_steps(comm, steps), max(len(steps), 1)
+        else:
+            comm, per_step = _step_kernels(comm, facts, rank.rank, step)
         tables.append(comm.groupby(comm["name"].fillna("").map(collective_type))["duration_us"].sum() / per_step)
     if not tables:
         return pd.Series(dtype=float)
@@ -138,11 +205,28 @@ def api_times(facts: list[Fact]) -> pd.DataFrame:
     return frame.groupby("name")[["us", "calls"]].sum() / ranks
 
 
-def api_rows(base: list[Fact], target: list[Fact], words: dict[str, str]) -> list[Row]:
+def step_api_times(profile: Profile, step: int) -> pd.DataFrame:
+    """api_times of the one ``step``: each rank's framework ops inside its ProfilerStep#``step`` window."""
+    tables = []
+    for rank in profile.ranks:
+        if rank.trace is None:
+            continue
+        windows = profiler_step_windows(rank.trace.host)
+        windows = windows.loc[windows["step"] == step]
+        if windows.empty:
+            continue
+        calls = api_calls(rank.trace.host, windows)
+        if not calls.empty:
+            tables.append(calls.set_index("name").rename(columns={"us_per_step": "us", "calls_per_step": "calls"}))
+    if not tables:
+        return pd.DataFrame(columns=["us", "calls"])
+    return pd.concat(tables)[["us", "calls"]].groupby(level=0).sum() / len(tables)
+
+
+def api_rows(before: pd.DataFrame, after: pd.DataFrame, words: dict[str, str]) -> list[Row]:
     """The framework ops (host time per step, inclusive of the ops they call) that changed most either way, at most
     MAX_OPERATOR_ROWS, the largest increase first; the calls per step on each side as the detail. Empty unless both
     sides record framework ops (msprof-analyze's API comparison, --enable_api_compare)."""
-    before, after = api_times(base), api_times(target)
     if before.empty or after.empty:
         return []
     joined = before.merge(after, how="outer", left_index=True, right_index=True, suffixes=("_base", "_target")).fillna(0.0)
@@ -155,15 +239,71 @@ def api_rows(base: list[Fact], target: list[Fact], words: dict[str, str]) -> lis
             for r in chosen.itertuples()]
 
 
+def _memory_windows(rank: RankData, facts: list[Fact], step: int | None) -> pd.DataFrame | None:
+    """The step windows a rank's operator allocations are counted in: its ProfilerStep#N windows (the allocations are
+    the host's), else its kernels' step windows, of its profiled steps (of ``step`` when given); None without any."""
+    for windows in (profiler_step_windows(rank.trace.host) if rank.trace is not None else None,
+                    kernel_step_windows(rank.kernels.frame) if rank.kernels is not None else None):
+        if windows is not None and not windows.empty:
+            steps = [step] if step is not None else _rank_steps(facts, rank.rank)
+            return windows.loc[windows["step"].isin(steps)] if steps else windows
+    return None
+
+
+def operator_memory(profile: Profile, facts: list[Fact], step: int | None = None) -> pd.DataFrame:
+    """Per operator (operator_memory.csv's Name): MB allocated and allocations per step inside the profiled steps (the
+    one ``step`` when given), mean over the ranks that record operator memory. Positive sizes only: a negative size
+    is a free whose allocation was not captured."""
+    tables = []
+    for rank in profile.ranks:
+        if rank.operator_memory is None:
+            continue
+        frame = rank.operator_memory.frame
+        frame = frame.loc[frame["size_kb"] > 0]
+        windows = _memory_windows(rank, facts, step)
+        if windows is None:
+            if step is not None:
+                continue  # the step cannot be placed on this rank's clock
+            per_step = max(len(_rank_steps(facts, rank.rank)), 1)
+        elif windows.empty:
+            frame, per_step = frame.iloc[0:0], 1
+        else:
+            frame = inside(frame.loc[frame["allocation_us"].notna()], windows, "allocation_us")
+            per_step = len(windows)
+        sizes = frame.groupby("name")["size_kb"]
+        tables.append(pd.DataFrame({"mb": sizes.sum() * MB_PER_KB, "count": sizes.size().astype(float)}) / per_step)
+    if not tables:
+        return pd.DataFrame(columns=["mb", "count"])
+    return pd.concat(tables).groupby(level=0).sum() / len(tables)
+
+
+def memory_rows(before: pd.DataFrame, after: pd.DataFrame, words: dict[str, str]) -> list[Row]:
+    """The operators whose memory allocated per step changed most either way, at most MAX_OPERATOR_ROWS, the largest
+    growth first; the allocations per step on each side as the detail. Empty unless both sides record operator
+    memory (msprof-analyze's memory comparison, --enable_memory_compare)."""
+    if before.empty or after.empty:
+        return []
+    joined = before.merge(after, how="outer", left_index=True, right_index=True, suffixes=("_base", "_target")).fillna(0.0)
+    joined["diff"] = joined["mb_target"] - joined["mb_base"]
+    chosen = joined.loc[joined["diff"].abs().sort_values(ascending=False, kind="stable").index[:MAX_OPERATOR_ROWS]]
+    chosen = chosen.reset_index(names="name").sort_values(["diff", "name"], ascending=[False, True])
+    return [Row(name=r.name, detail=words["memory_allocations"].format(base=_calls(r.count_base),
+                                                                       target=_calls(r.count_target)),
+                base=r.mb_base, target=r.mb_target, diff=r.diff, ratio=r.mb_target / r.mb_base if r.mb_base > 0 else None)
+            for r in chosen.itertuples()]
+
+
 def _calls(per_step: float) -> str:
     """Calls per step as read: '53', '12,345', '2.5'."""
     return f"{per_step:,.1f}".removesuffix(".0")
 
 
-def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
-    """The difference as facts, and whether operators were matched by type or class."""
-    base_step = _profile_breakdown(base)
-    target_step = _profile_breakdown(target)
+def delta_facts(base: Analysis, target: Analysis, base_step_id: int | None = None,
+                target_step_id: int | None = None) -> tuple[list[Fact], str]:
+    """The difference as facts, and whether operators were matched by type or class; of one chosen step on a side
+    where its id is given (the memory peak is the capture's either way)."""
+    base_step = _breakdown(base, base_step_id)
+    target_step = _breakdown(target, target_step_id)
     scale = base_step.step_time_us if base_step is not None and base_step.step_time_us > 0 else None
     sources = [f"base: {s}" for s in (base_step.sources if base_step else [])][:4] + \
               [f"target: {s}" for s in (target_step.sources if target_step else [])][:4]
@@ -174,8 +314,8 @@ def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
             facts.append(StepDeltaFact(id=f"step_delta:{component}", sources=sources, component=component,
                                        **_delta(b, t, scale)))
     by = "type" if base.profile.platform == target.profile.platform else "class"
-    base_ops = operator_times(base.profile, base.facts.facts)
-    target_ops = operator_times(target.profile, target.facts.facts)
+    base_ops = operator_times(base.profile, base.facts.facts, base_step_id)
+    target_ops = operator_times(target.profile, target.facts.facts, target_step_id)
     if scale is None:
         scale = float(base_ops["us"].sum()) or None
     kernel_sources = [f"base: {base.profile.shown(r.file('kernels'))}" for r in base.profile.ranks[:2]] + \
@@ -190,8 +330,8 @@ def delta_facts(base: Analysis, target: Analysis) -> tuple[list[Fact], str]:
             target_count=float(row["count_target"]), position=position, operator_class=kind, class_diff_us=class_diff,
             class_share_of_base_step=class_diff / scale if scale else 0.0,
             **_delta(row["us_base"], row["us_target"], scale)))
-    base_comm = collective_times(base.profile, base.facts.facts)
-    target_comm = collective_times(target.profile, target.facts.facts)
+    base_comm = collective_times(base.profile, base.facts.facts, base_step_id)
+    target_comm = collective_times(target.profile, target.facts.facts, target_step_id)
     for name in sorted(set(base_comm.index) | set(target_comm.index)):
         facts.append(CollectiveDeltaFact(id=f"collective_delta:{name}", sources=kernel_sources, collective=name,
                                          **_delta(base_comm.get(name, 0.0), target_comm.get(name, 0.0), scale)))
@@ -213,6 +353,27 @@ def _profile_breakdown(analysis: Analysis) -> BreakdownFact | None:
     return next((f for f in analysis.facts.facts if isinstance(f, BreakdownFact) and f.scope == "profile"), None)
 
 
+def _breakdown(analysis: Analysis, step: int | None) -> BreakdownFact | None:
+    """The profile's mean step, or the one ``step`` (mean over the ranks whose step facts have it)."""
+    if step is None:
+        return _profile_breakdown(analysis)
+    chosen = [f for f in analysis.facts.facts if isinstance(f, StepFact) and f.step == step]
+    if not chosen:
+        return None
+    mean = mean_step(chosen)
+    return BreakdownFact(id=f"breakdown:step{step}", sources=sorted({s for f in chosen for s in f.sources}),
+                         scope="profile", steps=1, dominant_overhead=mean["dominant_overhead"], **times(mean))
+
+
+def check_step(side: Side, step: int | None, name: str, words: dict[str, str]) -> None:
+    """InputError (exit 2) when the step chosen on a side is not among its profiled steps, naming those that are."""
+    if step is None or step in side.steps:
+        return
+    ids = ", ".join(map(str, side.steps[:MAX_STEP_IDS_LISTED])) + (", …" if len(side.steps) > MAX_STEP_IDS_LISTED else "")
+    raise InputError(f"{words[name]}: no step {step} in {side.path}; the steps it profiled: {ids or 'none'} "
+                     f"(ProfilerStep#N, the Step of step_trace_time.csv)")
+
+
 def _peak(analysis: Analysis) -> tuple[float, str] | None:
     memory = [f for f in analysis.facts.facts if isinstance(f, MemoryFact)]
     if not memory:
@@ -232,20 +393,33 @@ def rule_families(spec) -> set[str]:
 
 
 def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | None = None, *, lang: Lang = "en",
-            context: UserContext | None = None, options: RunOptions | None = None) -> Comparison:
+            context: UserContext | None = None, options: RunOptions | None = None, base_step: int | None = None,
+            target_step: int | None = None) -> Comparison:
     """Compare two profiles (the bundled rules when ``book`` is None), each read with the run's ``options`` (jobs,
-    file-size limit, progress; see ``advisor.runoptions``); InputError when either holds no profile."""
+    file-size limit, progress; see ``advisor.runoptions``); InputError when either holds no profile.
+
+    ``base_step`` / ``target_step`` choose one step of a side (N of ProfilerStep#N, the Step of step_trace_time.csv):
+    its tables are then that step's instead of the mean over every profiled step, and the comparison is not
+    comparable (one step's difference is not told from step-to-step variation); InputError when the side did not
+    profile that step."""
     book = book or default_rulebook()
-    base = analyse(base_path, book, context, options=options)
-    target = analyse(target_path, book, context, options=options)
-    base_report = build_report(base, book, lang, str(base_path))
-    target_report = build_report(target, book, lang, str(target_path))
-    facts, by = delta_facts(base, target)
-    base_side, target_side = _side(base_report, base), _side(target_report, target)
     words = labels(lang)
+    base = analyse(base_path, book, context, options=options)
+    base_report = build_report(base, book, lang, str(base_path))
+    check_step(_side(base_report, base), base_step, "base", words)
+    target = analyse(target_path, book, context, options=options)
+    target_report = build_report(target, book, lang, str(target_path))
+    check_step(_side(target_report, target), target_step, "target", words)
+    facts, by = delta_facts(base, target, base_step, target_step)
+    base_side, target_side = _side(base_report, base, base_step), _side(target_report, target, target_step)
     reasons = incomparabilities(base_side, target_side, words)
-    findings = [] if reasons else diagnose_difference(facts, book, lang, _profile_breakdown(base),
-                                                      _profile_breakdown(target))
+    findings = [] if reasons else diagnose_difference(facts, book, lang, _breakdown(base, base_step),
+                                                      _breakdown(target, target_step))
+    shapes, shapes_note = shape_rows(shape_times(base.profile, base.facts.facts, base_step),
+                                     shape_times(target.profile, target.facts.facts, target_step),
+                                     base.profile.platform == target.profile.platform, words)
+    base_apis = api_times(base.all_facts) if base_step is None else step_api_times(base.profile, base_step)
+    target_apis = api_times(target.all_facts) if target_step is None else step_api_times(target.profile, target_step)
     rows = {f.family: [x for x in facts if x.family == f.family] for f in facts}
     deltas = [f for f in facts if isinstance(f, OperatorDeltaFact)]
     distance = operator_mix_distance(deltas)
@@ -259,9 +433,12 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
         operators=[_row(f.key, f, _types(f, by)) for f in _largest_changes(rows.get("operator_delta", []))],
         operators_matched_by=by,
         collectives=[_row(f.collective, f) for f in rows.get("collective_delta", [])],
-        apis=api_rows(base.all_facts, target.all_facts, words),
+        operator_shapes=shapes, operator_shapes_note=shapes_note,
+        apis=api_rows(base_apis, target_apis, words),
         memory=[Row(name="peak_reserved_mb", base=f.base_peak_mb, target=f.target_peak_mb, diff=f.diff_mb, ratio=f.ratio)
                 for f in rows.get("memory_delta", [])],
+        operator_memory=memory_rows(operator_memory(base.profile, base.facts.facts, base_step),
+                                    operator_memory(target.profile, target.facts.facts, target_step), words),
         serving=serving_rows(base_report, target_report),
         findings=findings,
         changes=_changes(base_report, target_report),
@@ -285,11 +462,17 @@ def diagnose_difference(facts: list[Fact], book: RuleBook, lang: Lang, base_step
 
 
 def incomparabilities(base: Side, target: Side, words: dict[str, str]) -> list[Incomparability]:
-    """Why the two sides cannot be compared: a side with fewer than MIN_STEPS steps, or two different profiler levels
-    (only where both sides record one: a GPU trace records none). Empty when they can."""
-    reasons = [Incomparability(kind="few_steps", side=name, message=words["not_comparable_few_steps"].format(
-                   side=words[name], count=side.step_count, minimum=MIN_STEPS))
-               for name, side in (("base", base), ("target", target)) if side.step_count < MIN_STEPS]
+    """Why the two sides cannot be compared: a side with one chosen step or fewer than MIN_STEPS steps, or two
+    different profiler levels (only where both sides record one: a GPU trace records none). Empty when they can."""
+    sides = (("base", base), ("target", target))
+    chosen = [(name, side.chosen_step) for name, side in sides if side.chosen_step is not None]
+    reasons = [Incomparability(kind="chosen_step", side=chosen[0][0] if len(chosen) == 1 else None,
+                               message=words["not_comparable_chosen_step"].format(steps=", ".join(
+                                   words["chosen_step_of"].format(side=words[name], step=step) for name, step in chosen)))
+               ] if chosen else []
+    reasons += [Incomparability(kind="few_steps", side=name, message=words["not_comparable_few_steps"].format(
+                    side=words[name], count=side.step_count, minimum=MIN_STEPS))
+                for name, side in sides if side.chosen_step is None and side.step_count < MIN_STEPS]
     if base.profiler_level and target.profiler_level and base.profiler_level != target.profiler_level:
         reasons.append(Incomparability(kind="profiler_levels", message=words["not_comparable_levels"].format(
             base=base.profiler_level, target=target.profiler_level)))
@@ -342,12 +525,14 @@ def _row(name: str, fact, detail: str | None = None) -> Row:
     return Row(name=name, detail=detail, base=fact.base_us, target=fact.target_us, diff=fact.diff_us, ratio=fact.ratio)
 
 
-def _side(report: Report, analysis: Analysis) -> Side:
-    step = _profile_breakdown(analysis)
+def _side(report: Report, analysis: Analysis, chosen: int | None = None) -> Side:
+    step = _breakdown(analysis, chosen)
     return Side(path=report.input.path, format=report.input.format, platform=analysis.profile.platform,
                 ranks=report.input.ranks, steps=report.input.steps, hardware=report.input.hardware, status=report.status,
-                step_time_us=step.step_time_us if step else None, median_step_us=median_step(analysis.facts.facts),
-                step_count=step_count(analysis.facts.facts), profiler_level=report.input.profiler_level)
+                step_time_us=step.step_time_us if step else None,
+                median_step_us=median_step(analysis.facts.facts) if chosen is None else None,
+                step_count=step_count(analysis.facts.facts) if chosen is None else 1,
+                profiler_level=report.input.profiler_level, chosen_step=chosen)
 
 
 def median_step(facts: list[Fact]) -> float | None:

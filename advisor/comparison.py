@@ -26,25 +26,33 @@ class Side(_Model):
     steps: list[int]
     hardware: str | None
     status: str
-    step_time_us: Micros | None = Field(description="Mean step time over ranks (profile breakdown), µs.")
+    step_time_us: Micros | None = Field(description="Mean step time over ranks (profile breakdown), µs; with a chosen "
+                                        "step (chosen_step), that step's time, mean over the ranks that have it.")
     median_step_us: Micros | None = Field(None, description="The median step: each listed step's time (mean over "
                                           "ranks), the median over steps, µs; None with fewer than 3 steps. A rank "
                                           "lists every step up to 200, then the slowest, the fastest and evenly "
                                           "spaced ones, so beyond 200 steps it is an estimate.")
     step_count: int = Field(0, ge=0, description="The steps each rank's mean step is over, the fewest of any rank (0 "
-                                                 "without a step breakdown).")
+                                                 "without a step breakdown); 1 with a chosen step.")
     profiler_level: str | None = Field(None, description="The Ascend profiler level (profiler_info): Level0, "
                                                          "Level1, Level2; None where the capture records none (a GPU "
                                                          "trace).")
+    chosen_step: int | None = Field(None, description=(
+        "The one step compared on this side (--base-step / --target-step: N of ProfilerStep#N, the Step of "
+        "step_trace_time.csv, the Step Id of kernel_details.csv): the breakdown, operators, shapes, collectives, "
+        "framework ops and operator memory are that step's; None: the mean over every profiled step. The memory peak "
+        "is the capture's either way."))
 
 
 class Incomparability(_Model):
     """Why BASE and TARGET cannot be compared: no difference between them is then called a regression."""
 
-    kind: Literal["few_steps", "profiler_levels"] = Field(
+    kind: Literal["few_steps", "profiler_levels", "chosen_step"] = Field(
         description="few_steps: a side holds fewer than MIN_STEPS (3) steps; profiler_levels: the sides were captured "
-                    "at different Ascend profiler levels.")
-    side: Literal["base", "target"] | None = Field(None, description="The side with too few steps (None: both sides).")
+                    "at different Ascend profiler levels; chosen_step: one step was chosen on a side (one step's "
+                    "difference cannot be told from step-to-step variation).")
+    side: Literal["base", "target"] | None = Field(None, description="The side with too few steps, or with a chosen "
+                                                   "step (None: both sides).")
     message: str = Field(description="The reason, in the comparison's language (also among the warnings).")
 
 
@@ -52,7 +60,9 @@ class Row(_Model):
     """One measure on both sides, per step (mean over ranks)."""
 
     name: str
-    detail: str | None = Field(None, description="For operators matched by class: the types on each side.")
+    detail: str | None = Field(None, description="For operators matched by class: the types on each side; for "
+                               "operator shapes: the input shapes; for framework ops and operator memory: the calls or "
+                               "allocations per step on each side.")
     base: float
     target: float
     diff: float
@@ -121,7 +131,21 @@ class Comparison(_Model):
         "Framework ops (aten::, npu::) whose host time per step changed most either way, inclusive of the ops they "
         "call, mean over ranks, the largest increase first; detail: calls per step on each side. Empty unless both "
         "sides record framework ops."))
+    operator_shapes: list[Row] = Field(default_factory=list, description=(
+        "Compute operators matched by type AND input shapes (kernel_details.csv's Input Shapes; the DB export's "
+        "COMPUTE_TASK_INFO), µs per step, mean over ranks: the MAX_OPERATOR_ROWS (30) whose time changed most either "
+        "way, the largest increase first; name: the type, detail: the shapes. Empty when a side records no shapes or "
+        "the sides come from different platforms (operator_shapes_note says which)."))
+    operator_shapes_note: str | None = Field(None, description=(
+        "Why operator_shapes is empty (a side records no input shapes: a GPU trace's kernels carry none, Level0 "
+        "writes none; or the two platforms differ), in the comparison's language; None when it is filled."))
     memory: list[Row]
+    operator_memory: list[Row] = Field(default_factory=list, description=(
+        "Device memory allocated per step by each operator (operator_memory.csv's Name and Size(KB), the DB export's "
+        "OP_MEMORY; allocations inside the compared steps' ProfilerStep windows), MB, mean over the ranks that record "
+        "it: the MAX_OPERATOR_ROWS (30) that changed most either way, the largest growth first; detail: allocations "
+        "per step on each side. Empty unless both sides record operator memory (an Ascend capture with "
+        "profile_memory)."))
     serving: list[Row] = Field(default_factory=list, description=(
         "Two serving runs: ttft_proxy_us (the prefill's first iteration), tpot_us (decode's median start-to-start), "
         "decode_tokens_per_s and decode_batch, each where both sides record it (empty otherwise)."))

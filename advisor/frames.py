@@ -28,7 +28,7 @@ STEP_COLUMNS = (
 ROW_COLUMNS = ("name", "detail", "base", "target", "diff", "ratio")
 CHANGE_COLUMNS = ("change", "id", "key", "title", "base_severity", "target_severity", "base_gain_us", "target_gain_us")
 SIDE_COLUMNS = ("side", "path", "format", "platform", "hardware", "profiler_level", "status", "ranks", "steps",
-                "step_count", "step_time_us", "median_step_us")
+                "step_count", "step_time_us", "median_step_us", "chosen_step")
 _NAME_CHARS = 48
 
 
@@ -110,7 +110,8 @@ def changes_frame(comparison: Comparison) -> pd.DataFrame:
 
 
 def sides_frame(comparison: Comparison) -> pd.DataFrame:
-    """BASE and TARGET, a row each, indexed by ``side``: what each profile is, its mean and median step (µs)."""
+    """BASE and TARGET, a row each, indexed by ``side``: what each profile is, its mean and median step (µs), and the
+    step chosen on it (None: every step)."""
     import pandas as pd
 
     rows = [{"side": name, **side.model_dump()} for name, side in (("base", comparison.base), ("target", comparison.target))]

@@ -140,7 +140,14 @@ class BriefComparison(_Out):
     apis: list[dict[str, Any]] = Field(description="Framework ops whose host time per step changed most (detail: calls "
                                        "per step on each side).")
     apis_total: int
+    operator_shapes: list[dict[str, Any]] = Field(description="Operators matched by type and input shapes (detail: the "
+                                                  "shapes) whose time per step changed most.")
+    operator_shapes_total: int
+    operator_shapes_note: str | None = Field(description="Why operator_shapes is empty (a side records no shapes).")
     memory: list[dict[str, Any]]
+    operator_memory: list[dict[str, Any]] = Field(description="MB allocated per step by each operator (detail: "
+                                                  "allocations per step on each side), the largest growth first.")
+    operator_memory_total: int
     serving: list[dict[str, Any]]
     findings: list[BriefFinding]
     findings_total: int
@@ -300,7 +307,12 @@ def brief_comparison(comparison: Comparison, analysis: str, max_findings: int | 
         "collectives": rows(comparison.collectives),
         "apis": rows(comparison.apis),
         "apis_total": len(comparison.apis),
+        "operator_shapes": rows(comparison.operator_shapes),
+        "operator_shapes_total": len(comparison.operator_shapes),
+        "operator_shapes_note": comparison.operator_shapes_note,
         "memory": rows(comparison.memory),
+        "operator_memory": rows(comparison.operator_memory),
+        "operator_memory_total": len(comparison.operator_memory),
         "serving": rows(comparison.serving),
         "findings": [brief_finding(f) for f in shown],
         "findings_total": len(comparison.findings),

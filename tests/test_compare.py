@@ -309,3 +309,145 @@ def test_framework_ops_are_set_side_by_side_as_msprof_analyzes_api_compare_does(
     markdown = CliRunner().invoke(app, ["compare", str(base_path), str(target_path), "-f", "md"]).stdout
     assert "## Framework ops (host time per step, including the ops they call)" in markdown
     assert "aten::cudnn\\_convolution\\_backward (53 → 53 calls)" in markdown
+
+
+def _stepped_job(parent, matmul_us: dict[int, float], allreduce_us: dict[int, float] | None = None,
+                 slow_shape: tuple[str, float] | None = None):
+    """An Ascend job of steps 5, 6, 7 (one rank): each step's MatMulV3 and AllReduce time as given, the extra time in
+    that step's Computing / exposed communication; ``slow_shape`` adds, in every step, a MatMulV3 of those input shapes
+    lasting that long (the base job has the same kernel at 100 µs)."""
+    allreduce_us = allreduce_us or {}
+    kernels, steps = [], []
+    for step in (5, 6, 7):
+        matmul, allreduce = matmul_us.get(step, 170.4), allreduce_us.get(step, 1987.92)
+        kernels += [Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", matmul),
+                    Kernel(step, "FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 881.64),
+                    Kernel(step, "RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 33.06),
+                    Kernel(step, "hcom_allReduce__612_0_1", "hcom_allReduce_", "COMMUNICATION", allreduce)]
+        extra = 0.0
+        if slow_shape is not None:
+            kernels.append(Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", slow_shape[1],
+                                  shapes=slow_shape[0]))
+            extra = slow_shape[1]
+        steps.append(StepRow(step, 1344.32 + matmul - 170.4 + extra, allreduce - 66.46, 85.14, 66.46))
+    build_rank(parent, RankSpec(rank=0, steps=steps, kernels=kernels))
+    return parent
+
+
+def test_operator_memory_is_set_side_by_side_per_operator_on_the_real_capture(tmp_path):
+    """Seed 003, --enable_memory_compare: operator_memory.csv's allocations inside the step, per operator name, MB and
+    allocations per step on each side; the operator whose allocations doubled on TARGET comes first."""
+    import pandas as pd
+
+    shutil.copytree(REAL / "rank1_ascend_pt", tmp_path / "after")
+    memory = tmp_path / "after" / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv"
+    rows = memory.read_text(encoding="utf-8").splitlines(keepends=True)
+    memory.write_text("".join(rows + [row for row in rows[1:] if row.startswith("aten::mm,")]), encoding="utf-8")
+    comparison = compare(REAL / "rank0_ascend_pt", tmp_path / "after")
+    table = pd.read_csv(REAL / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv")
+    allocated = table.loc[(table["Name"] == "aten::mm") & (table["Size(KB)"] > 0), "Size(KB)"]
+    first = comparison.operator_memory[0]
+    assert (first.name, first.detail) == ("aten::mm", f"{len(allocated)} → {2 * len(allocated)} allocations")
+    assert first.base == pytest.approx(allocated.sum() / 1024) and first.diff == pytest.approx(first.base)
+    assert first.ratio == pytest.approx(2.0)
+    assert [r.diff for r in comparison.operator_memory] == sorted((r.diff for r in comparison.operator_memory), reverse=True)
+    assert all(r.diff == 0 for r in comparison.operator_memory[1:])  # nothing else changed
+    assert 0 < len(comparison.operator_memory) <= 30
+    markdown = CliRunner().invoke(app, ["compare", str(REAL / "rank0_ascend_pt"), str(tmp_path / "after"), "-f", "md"]).stdout
+    assert "## Memory allocated per step by each operator (MB)" in markdown
+    assert "| aten::mm (7 → 14 allocations) |" in markdown
+    # an operator name is escaped in every document format
+    hostile = "evil<img src=x onerror=alert`1` | **bold**"
+    memory.write_text(memory.read_text(encoding="utf-8").replace("aten::mm,", f'"{hostile}",'), encoding="utf-8")
+    for suffix in (".md", ".html"):
+        _run("compare", str(REAL / "rank0_ascend_pt"), str(tmp_path / "after"), "-o", str(tmp_path / f"c{suffix}"))
+    assert r"evil&lt;img src=x onerror=alert\`1\` \| \*\*bold\*\* (0 → 14 allocations)" in (tmp_path / "c.md").read_text()
+    html = (tmp_path / "c.html").read_text()
+    assert "<img src=x" not in html and "evil&lt;img src=x onerror=alert`1` | **bold** (0 → 14 allocations)" in html
+    # the DB export's OP_MEMORY table gives the same table
+    db = FIXTURES / "ascend-more" / "db-level1-2ranks"
+    assert compare(db / "rank0_ascend_pt", db / "rank1_ascend_pt").operator_memory
+    # a GPU trace records no operator memory: no table
+    gpu = FIXTURES / "pytorch-tutorial-resnet50"
+    assert compare(gpu / "num_workers_0", gpu / "num_workers_4").operator_memory == []
+
+
+def test_operators_are_matched_by_type_and_input_shapes(tmp_path):
+    """Seed 003, --enable_kernel_compare: one MatMulV3 shape slower on TARGET is its own row, first, with exactly the
+    injected difference, while the type-level table merges it with the unchanged shape."""
+    before = _stepped_job(tmp_path / "before", {}, slow_shape=("8192,1024;1024,8192", 100.0))
+    after = _stepped_job(tmp_path / "after", {}, slow_shape=("8192,1024;1024,8192", 400.0))
+    comparison = compare(before, after)
+    first = comparison.operator_shapes[0]
+    assert (first.name, first.detail) == ("MatMulV3", "8192,1024;1024,8192")
+    assert (first.base, first.target, first.diff) == pytest.approx((100.0, 400.0, 300.0))
+    unchanged = next(r for r in comparison.operator_shapes if r.detail == "4096,1024;4096,1024" and r.name == "MatMulV3")
+    assert unchanged.diff == pytest.approx(0.0) and unchanged.base == pytest.approx(170.4)
+    matmul = next(r for r in comparison.operators if r.name == "MatMulV3")
+    assert (matmul.base, matmul.diff) == pytest.approx((270.4, 300.0))
+    assert comparison.operator_shapes_note is None
+
+
+def test_shapes_on_the_real_capture_and_their_absence_on_gpu_traces():
+    """rank 0 against rank 1 of the real capture: each row is kernel_details.csv's Duration summed per Type and Input
+    Shapes; two GPU traces record no shapes, and every format says so."""
+    import pandas as pd
+
+    comparison = compare(REAL / "rank0_ascend_pt", REAL / "rank1_ascend_pt")
+    sums = [pd.read_csv(REAL / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+            .assign(shapes=lambda t: t["Input Shapes"].str.strip('"')).groupby(["Type", "shapes"])["Duration(us)"].sum()
+            for rank in (0, 1)]
+    first = comparison.operator_shapes[0]
+    assert (first.name, first.detail) == ("MatMulV2", "32,4096;4096,4096;4096")
+    key = (first.name, first.detail)
+    assert (first.base, first.target) == pytest.approx((sums[0][key], sums[1][key]))
+    assert [r.diff for r in comparison.operator_shapes] == sorted((r.diff for r in comparison.operator_shapes), reverse=True)
+    gpu = FIXTURES / "pytorch-tutorial-resnet50"
+    traces = compare(gpu / "num_workers_0", gpu / "num_workers_4")
+    assert traces.operator_shapes == [] and traces.operator_shapes_note.startswith("No input shapes on BASE and TARGET")
+    markdown = CliRunner().invoke(app, ["compare", str(gpu / "num_workers_0"), str(gpu / "num_workers_4"), "-f", "md"]).stdout
+    assert "## Operators (matched by type and input shapes)\n\nNo input shapes on BASE and TARGET" in markdown
+
+
+def test_one_chosen_step_per_side_is_compared_alone(tmp_path):
+    """Seed 003, --base_step / --comparison_step: TARGET's step 6 alone is slower (MatMulV3 and the AllReduce); the mean
+    over steps shows a third of it, step 6 against step 6 all of it, step 5 against step 5 nothing."""
+    before = _stepped_job(tmp_path / "before", {})
+    after = _stepped_job(tmp_path / "after", {6: 5 * 170.4}, {6: 2987.92})
+    mean = compare(before, after)
+    assert next(r for r in mean.operators if r.name == "MatMulV3").diff == pytest.approx(4 * 170.4 / 3)
+    chosen = compare(before, after, base_step=6, target_step=6)
+    assert (chosen.base.chosen_step, chosen.target.chosen_step) == (6, 6)
+    assert next(r for r in chosen.operators if r.name == "MatMulV3").diff == pytest.approx(4 * 170.4)
+    assert next(r for r in chosen.operator_shapes if r.name == "MatMulV3").diff == pytest.approx(4 * 170.4)
+    assert next(r for r in chosen.collectives if r.name == "allreduce").diff == pytest.approx(1000.0)
+    step_time = next(r for r in chosen.breakdown if r.name == "step_time")
+    assert step_time.diff == pytest.approx(4 * 170.4 + 1000.0) and chosen.target.step_time_us == pytest.approx(step_time.target)
+    assert not chosen.comparable and chosen.findings == []
+    assert [(r.kind, r.side) for r in chosen.not_comparable_because] == [("chosen_step", None)]
+    assert "one step is compared (BASE step 6, TARGET step 6)" in chosen.warnings[0]
+    quiet = compare(before, after, base_step=5, target_step=5)
+    assert all(r.diff == pytest.approx(0.0) for r in quiet.operators + quiet.collectives)
+    # the command line: the step row, and a step a side did not profile is refused, naming the steps it did
+    markdown = _run("compare", str(before), str(after), "--base-step", "6", "--target-step", "6", "-f", "md")
+    assert markdown.exit_code == 0 and "| Step compared | 6 | 6 |" in markdown.stdout
+    missing = _run("compare", str(before), str(after), "--base-step", "6", "--new-step", "9")
+    assert missing.exit_code == 2
+    assert f"TARGET: no step 9 in {after}; the steps it profiled: 5, 6, 7" in " ".join(missing.stderr.split())
+
+
+def test_a_chosen_step_of_two_gpu_traces_uses_that_steps_kernels_and_framework_ops():
+    """The tutorial's ResNet-50, step 7 of num_workers 0 against step 8 of num_workers 4: the breakdown is those steps'
+    step facts, the framework ops are counted in those ProfilerStep windows (53 convolutions backward each)."""
+    from advisor.diagnose import analyse
+    from advisor.facts import StepFact
+
+    gpu = FIXTURES / "pytorch-tutorial-resnet50"
+    comparison = compare(gpu / "num_workers_0", gpu / "num_workers_4", base_step=7, target_step=8)
+    book = default_rulebook()
+    for name, step, side in (("num_workers_0", 7, "base"), ("num_workers_4", 8, "target")):
+        fact = next(f for f in analyse(gpu / name, book).facts.facts if isinstance(f, StepFact) and f.step == step)
+        assert getattr(comparison.breakdown[0], side) == pytest.approx(fact.step_time_us)
+    conv = next(r for r in comparison.apis if r.name == "aten::cudnn_convolution_backward")
+    assert conv.detail == "53 → 53 calls"
+    assert comparison.apis != compare(gpu / "num_workers_0", gpu / "num_workers_4").apis

@@ -182,7 +182,8 @@ def test_compare_writes_the_changes(tmp_path):
     assert header[:4] == ["Rule", "Subject", "Finding", "Change"]
     assert [(row[0], row[1] or None) for row in rows] == [(c["id"], c["key"]) for c in comparison["changes"]]
     book = load_workbook(tmp_path / "gap.xlsx")
-    assert book.sheetnames == ["Changes", "Findings", "Breakdown", "Operators", "Framework ops", "Summary"]
+    assert book.sheetnames == ["Changes", "Findings", "Breakdown", "Operators", "Operator shapes", "Framework ops",
+                               "Operator memory", "Summary"]
     breakdown = list(book["Breakdown"].iter_rows(min_row=2, values_only=True))
     step_time = comparison["breakdown"][0]
     assert breakdown[0][1:3] == pytest.approx((step_time["base"], step_time["target"]))

@@ -40,6 +40,12 @@ def compare_command(
     rules: RulesOption = None,
     max_file_size: MaxFileSizeOption = None,
     jobs: JobsOption = None,
+    base_step: Annotated[int | None, typer.Option(
+        "--base-step", metavar="N", help="Compare only step N of BASE (N of ProfilerStep#N, the Step of "
+        "step_trace_time.csv, the Step Id of kernel_details.csv) instead of the mean of every profiled step; one step "
+        "is not diagnosed, only set side by side. Exit 2 when BASE did not profile it.")] = None,
+    target_step: Annotated[int | None, typer.Option(
+        "--target-step", "--new-step", metavar="N", help="Compare only step N of TARGET (as --base-step).")] = None,
     debug: DebugOption = False,
 ) -> None:
     """Compare two profiles side by side and diagnose the difference (GPU vs NPU, before vs after).
@@ -50,6 +56,7 @@ def compare_command(
       advisor compare before/ after/ --fail-on high
       advisor compare before/ after/ -o gap.md -o gap.json
       advisor compare before/ after/ -o changes.csv -o gap.xlsx
+      advisor compare before/ after/ --base-step 12 --target-step 12
     """
     with guard(debug):
         from advisor.compare import compare
@@ -62,7 +69,8 @@ def compare_command(
         book = load_book(rules, skip_broken=True)
         options = run_options(max_file_size, jobs)
         result = with_progress(f"Comparing {base} with {target}", options, lambda options: without_failing_packs(
-            book, lambda rules: compare(base, target, rules, lang=language(lang), context=user, options=options)))
+            book, lambda rules: compare(base, target, rules, lang=language(lang), context=user, options=options,
+                                  base_step=base_step, target_step=target_step)))
         for fmt, output_path in targets:
             write_report(fmt, output_path, lambda console: render_comparison_terminal(result, console),
                          lambda name: render_comparison_document(result, name))

@@ -69,7 +69,7 @@ def _context(comparison: Comparison) -> dict:
     words = labels(comparison.lang)
     return {**finding_context(words), "c": comparison, "gain_check": gain_check_sentence(comparison, words),
             "ratio": fmt_ratio, "signed": signed, "mb": fmt_mb, "rows_unit": rows_unit,
-            "mb_unit": TimeUnit("MB", 1, 0),
+            "mb_unit": TimeUnit("MB", 1, 0), "memory_unit": MEMORY_UNIT,
             "gain_unit": time_unit([v for ch in comparison.changes for v in (ch.base_gain_us, ch.target_gain_us)]),
             "lambda_component": lambda row: words.get(f"component_{row.name}", row.name), "lambda_name": lambda row: row.name,
             "lambda_operator": lambda row: row.name + (f" ({row.detail})" if row.detail else ""),
@@ -113,6 +113,7 @@ def gain_check_sentence(comparison: Comparison, words: dict[str, str]) -> str | 
 
 
 TERMINAL_OPERATOR_ROWS = 15
+MEMORY_UNIT = TimeUnit("MB", 1, 2)  # the operator memory table: an allocation is often well under 1 MB
 
 
 def _largest(rows: list, count: int) -> list:
@@ -126,20 +127,29 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
     console.print(Text(words["compare_title"], style="bold"))
     for side, name in ((comparison.base, words["base"]), (comparison.target, words["target"])):
         level = f" · {side.profiler_level}" if side.profiler_level else ""
+        chosen = f" · {words['compared_step']}: {side.chosen_step}" if side.chosen_step is not None else ""
         console.print(Text(f"{name}: ", style="bold") + clean(f"{side.path} · {side.format}{level} · {words['ranks']}: "
-                                                              f"{', '.join(map(str, side.ranks)) or '–'} · {side.hardware or words['unknown']}"))
+                                                              f"{', '.join(map(str, side.ranks)) or '–'} · {side.hardware or words['unknown']}"
+                                                              f"{chosen}"))
     console.print(clean(comparison.headline))
     by = words["operators_by_" + comparison.operators_matched_by]
     for title, rows, label in ((words["compare_breakdown"], comparison.breakdown, lambda r: words.get(f"component_{r.name}", r.name)),
                                (by, _largest(comparison.operators, TERMINAL_OPERATOR_ROWS), lambda r: r.name),
+                               (words["compare_shapes"], _largest(comparison.operator_shapes, TERMINAL_OPERATOR_ROWS),
+                                lambda r: r.name + (f" ({_shortened(r.detail)})" if r.detail else "")),
                                (words["collectives"], comparison.collectives, lambda r: r.name),
                                (words["compare_apis"], _largest(comparison.apis, TERMINAL_OPERATOR_ROWS),
                                 lambda r: f"{r.name} ({r.detail})"),
                                (words["serving_compare"], serving_times(comparison), lambda r: words[f"row_{r.name}"])):
         if rows:
             console.print(_table(title, rows, label, words))
+        elif title == words["compare_shapes"] and comparison.operator_shapes_note:
+            console.print(Text(title, style="italic") + Text(": ") + clean(comparison.operator_shapes_note))
     if comparison.memory:
         console.print(_table(words["memory_peak"], comparison.memory, lambda r: "peak", words, unit=TimeUnit("MB", 1, 0)))
+    if comparison.operator_memory:
+        console.print(_table(words["compare_operator_memory"], _largest(comparison.operator_memory, TERMINAL_OPERATOR_ROWS),
+                             lambda r: f"{r.name} ({r.detail})", words, unit=MEMORY_UNIT))
     console.print(Text(words["gap_diagnosis"], style="bold underline"))
     if not comparison.findings:
         console.print(words["no_gap_findings" if comparison.comparable else "no_gap_not_comparable"])
@@ -159,6 +169,14 @@ def render_comparison_terminal(comparison: Comparison, console: Console) -> None
         console.print(Text(f"{words['gain_check']} ", style="bold") + Text(sentence))
     for warning in comparison.warnings:
         console.print(Text("! ", style="yellow") + clean(warning))
+
+
+TERMINAL_SHAPES_CHARS = 60
+
+
+def _shortened(text: str) -> str:
+    """Input shapes as the terminal shows them: at most TERMINAL_SHAPES_CHARS characters (the other formats show all)."""
+    return text if len(text) <= TERMINAL_SHAPES_CHARS else text[:TERMINAL_SHAPES_CHARS - 1] + "…"
 
 
 def _table(title: str, rows: list[Row], label, words: dict[str, str], unit: TimeUnit | None = None) -> Table:

@@ -79,19 +79,27 @@ def render_comparison_csv(comparison: Comparison) -> str:
 
 
 def render_comparison_xlsx(comparison: Comparison) -> bytes:
-    """A comparison as an Excel workbook: sheets Changes, Findings (of the difference), Breakdown, Operators and
-    Summary (the two profiles and the headline)."""
+    """A comparison as an Excel workbook: sheets Changes, Findings (of the difference), Breakdown, Operators, Operator
+    shapes, Framework ops, Operator memory (MB per step) and Summary (the two profiles, the steps compared and the
+    headline)."""
     words = labels(comparison.lang)
     summary = Sheet("Summary", [words["field"], words["value"]], [
         [words["base"], comparison.base.path], [words["target"], comparison.target.path],
+        *([f"{words[name]}: {words['compared_step']}", side.chosen_step if side.chosen_step is not None else words["all_steps_mean"]]
+          for name, side in (("base", comparison.base), ("target", comparison.target))
+          if comparison.base.chosen_step is not None or comparison.target.chosen_step is not None),
         [words["summary"], comparison.headline]])
     return _workbook([changes_sheet(comparison, words), findings_sheet(comparison.findings, words),
                       rows_sheet("Breakdown", comparison.breakdown, words["component"], words,
                                  lambda row: words.get(f"component_{row.name}", row.name)),
                       rows_sheet("Operators", comparison.operators, words["operator"], words,
                                  lambda row: row.name + (f" ({row.detail})" if row.detail else "")),
+                      rows_sheet("Operator shapes", comparison.operator_shapes, words["operator_shapes_op"], words,
+                                 lambda row: row.name + (f" ({row.detail})" if row.detail else "")),
                       rows_sheet("Framework ops", comparison.apis, words["framework_op"], words,
-                                 lambda row: f"{row.name} ({row.detail})"), summary])
+                                 lambda row: f"{row.name} ({row.detail})"),
+                      rows_sheet("Operator memory", comparison.operator_memory, words["operator_memory_op"], words,
+                                 lambda row: f"{row.name} ({row.detail})", unit="MB"), summary])
 
 
 def _us(label: str, words: dict[str, str]) -> str:
@@ -175,9 +183,10 @@ def changes_sheet(comparison: Comparison, words: dict[str, str]) -> Sheet:
     return Sheet("Changes", header, rows)
 
 
-def rows_sheet(name: str, rows: Sequence[Row], first: str, words: dict[str, str], label: Callable[[Row], str]) -> Sheet:
-    """Rows of a comparison (µs per step on each side, their difference and ratio), named by ``label``."""
-    header = [first, _us(words["base"], words), _us(words["target"], words), _us(words["difference"], words),
+def rows_sheet(name: str, rows: Sequence[Row], first: str, words: dict[str, str], label: Callable[[Row], str],
+               unit: str = "µs") -> Sheet:
+    """Rows of a comparison (µs per step on each side, or ``unit``; their difference and ratio), named by ``label``."""
+    header = [first, *(words["with_unit"].format(label=words[column], unit=unit) for column in ("base", "target", "difference")),
               words["ratio"]]
     return Sheet(name, header, [[label(row), row.base, row.target, row.diff, row.ratio] for row in rows])
 
