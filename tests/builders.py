@@ -404,7 +404,8 @@ def build_every_category(parent: Path) -> Path:
                 Kernel(step, "aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 800.0,
                        shapes="4096,8192;8192,1024"),
                 Kernel(step, "hcom_allReduce__612_0_1", "hcom_allReduce_", "COMMUNICATION", 1987.92),
-                *(Kernel(step, f"Cast_{i}", "Cast", "AI_VECTOR_CORE", 2.0) for i in range(110)),
+                # the compiled graph's kernels (max-autotune: they carry its Model ID, not a single op's)
+                *(Kernel(step, f"Cast_{i}", "Cast", "AI_VECTOR_CORE", 2.0, model_id=1) for i in range(110)),
             )
         ]
         build_rank(parent, RankSpec(

@@ -177,7 +177,7 @@ def test_custom_communication_kernels_count_as_communication(tmp_path):
     assert not {o.op_type for o in report.summary.top_operators} & {"deep_ep::intranode::dispatch<8, 768, 8192>"}
     gpu = _fact(report, "gpu")
     assert gpu["exposed_collective_kind"] == "all-to-all" and gpu["exposed_gradient_sync_share"] < 0.5
-    assert report.findings[0].id == "gpu.exposed_alltoall"
+    assert report.findings[0].id == "gpu.exposed_alltoall" and report.findings[0].gain_basis == "assumed"
     assert not any(p.id == "gpu.nccl_overlap" for f in report.findings for p in f.prescriptions)
 
 
@@ -185,6 +185,9 @@ def test_an_embedding_all_to_all_gets_no_ddp_bucket_advice():
     """HTA's A100 DLRM-style trace: 13.4 ms of its 14 ms of exposed communication per step is NCCL send/recv under
     nccl:all_to_all — the embedding exchange — not DDP's gradient all-reduce."""
     report = diagnose(KINETO / "hta-trace_diff-control")
-    assert report.findings[0].id == "gpu.exposed_alltoall"
+    # an upper bound (the NCCL kernels' time holds any wait for slower peers): assumed, so ranked after the launch
+    # waits the trace measures (expert review, 2026-11-28)
+    exchange = next(f for f in report.findings[:2] if f.id == "gpu.exposed_alltoall")
+    assert exchange.gain_basis == "assumed" and "upper bound" in exchange.explanation
     assert "gpu.exposed_nccl" not in _ids(report)
     assert not any(p.id in ("gpu.nccl_overlap", "gpu.gradient_accumulation") for f in report.findings for p in f.prescriptions)
