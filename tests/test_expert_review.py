@@ -7,6 +7,7 @@ severities that follow the gain."""
 from __future__ import annotations
 
 import pytest
+from builders import RankSpec, build_rank
 from conftest import FIXTURES, REAL
 
 from advisor.diagnose import diagnose
@@ -183,3 +184,15 @@ def test_an_upper_bound_of_most_of_the_step_is_high(reports):
 def test_the_report_says_what_marks_its_steps(reports):
     assert reports(H200 / "decode_graph_small").input.steps_marked_by == "the serving engine's iterations"
     assert reports(REAL).input.steps_marked_by == "ProfilerStep#N markers"
+
+
+def test_no_cache_release_advice_where_the_reserved_memory_never_falls(reports, tmp_path):
+    """server-rank0 reserves 47 % more than it allocates at the peak (fragmentation) but Total Reserved never falls:
+    expandable segments still apply, removing empty_cache() calls that give the cache back does not (expert review,
+    2026-11-28); a rank whose reserved memory falls twice a step keeps that advice."""
+    finding = _finding(reports(ASCEND / "server-rank0"), "memory.reserved_unused")
+    segments = next(p for p in finding.prescriptions if p.id == "memory.expandable_segments")
+    assert segments.actions and not [a for a in segments.actions if "empty_cache" in a]
+    build_rank(tmp_path, RankSpec(reserved_drops_per_step=2))
+    dropping = next(f for f in diagnose(tmp_path).findings if f.id == "memory.allocator_reorganisation")
+    assert any("empty_cache" in a for p in dropping.prescriptions for a in p.actions)
