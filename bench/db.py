@@ -133,6 +133,7 @@ def main() -> None:
         walls = ", ".join(f"{r[0]:.2f}" for r in runs)
         print(f"| {name} | {statistics.median(r[0] for r in runs):.2f} | {walls} | "
               f"{statistics.median(r[1] for r in runs):.0f} | {runs[-1][2]} |")
+    print(f"load after the runs: {os.getloadavg()[0]:.2f}")  # the VM is shared: a load above the cores skews the times
 
 
 if __name__ == "__main__":

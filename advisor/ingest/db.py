@@ -189,6 +189,15 @@ class DbTables:
         present = self.require(table, required)
         self.count_non_numbers(table, [c for c in numbers if c in present])
         condition, params = where or ("", [])
+        names = [c for c in required if c not in numbers]
+        if (where and not optional and len(names) == 1 and condition.startswith(f"({names[0]} IN (")
+                and "IS NULL" not in condition and all(type(p) is int for p in params)
+                and all((table, c) in self._plain for c in numbers if c in required)):
+            # every column an integer: read as NumPy columns, not a Python object per value (the name ids are the
+            # integers the condition lists, or REALs equal to them, which name the same)
+            found = self.array("SELECT " + ", ".join(f"CAST({c} AS INTEGER)" for c in required)
+                               + f" FROM {table} NOT INDEXED WHERE {condition}", params, [(c, "i8") for c in required])
+            return pd.DataFrame({c: found[c] for c in required})
         frame = self.frame("SELECT " + ", ".join(
             (self.number(table, c) if c in numbers else c) if c in present else f"NULL AS {c}" for c in [*required, *optional])
             + f" FROM {table}" + (f" NOT INDEXED WHERE {condition}" if where else ""), params)
@@ -311,8 +320,7 @@ class DbTables:
         if listed is not None and len(chosen := [i for i, name in listed.items() if keep(name)]) <= most:
             # the ids STRING_IDS lists stand for their names: only the other values (ids it lacks, NULLs, text, REALs)
             # are grouped, which in an export is none; the kept ids listed that the column lacks select no row
-            unlisted = f"CASE typeof({column}) WHEN 'integer' THEN {column} NOT IN (SELECT id FROM STRING_IDS) ELSE 1 END"
-            groups = self.rows(f"SELECT {column}, count(*) FROM {table} WHERE {unlisted} GROUP BY {column}")
+            groups = self.rows(f"SELECT {column}, count(*) FROM {table} WHERE {_unlisted(column)} GROUP BY {column}")
         else:
             chosen = []
             groups = self.rows(f"SELECT {column}, count(*) FROM {table} GROUP BY {column}")
@@ -322,10 +330,13 @@ class DbTables:
         return _one_of(column, chosen, most)
 
     def _listed_names(self) -> dict[int, str] | None:
-        """STRING_IDS as id → name (NULL read as "", as ``text`` gives it), where every id is an integer and every name text or NULL, so
-        that an integer of a name column stands for the name when ``SELECT id FROM STRING_IDS`` holds it; else None."""
+        """STRING_IDS as id → name (NULL read as "", as ``text`` gives it), where every id is an integer and every name
+        text or NULL, so that an integer of a name column stands for the name when ``SELECT id FROM STRING_IDS`` holds
+        it; else None, and None until a name was resolved (STRING_IDS read, its warnings given in their place)."""
+        if self._strings is None:  # not read yet: read where the names are first resolved, as without this
+            return None
         if self._listed is None:
-            strings = self._string_ids()
+            strings = self._strings
             self._listed = False
             if strings and "STRING_IDS" not in self._refused and all(
                     type(i) is int and (type(name) is str or name is None or (type(name) is float and math.isnan(name)))
@@ -395,6 +406,11 @@ def _value_class(column: str, packed: bool = True) -> str:
     return (f"CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'real' THEN CASE WHEN abs({column}) <= {_FINITE} "
             f"THEN 1 ELSE {rest} END WHEN 'null' THEN 1 WHEN 'text' THEN CASE WHEN CAST(CAST({column} AS INTEGER) "
             f"AS TEXT) = CAST({column} AS TEXT) THEN 0 ELSE {rest} END ELSE {rest} END")
+
+
+def _unlisted(column: str) -> str:
+    """SQL: ``column`` holds anything but an id that STRING_IDS lists (``DbTables._listed_names``)."""
+    return f"(CASE typeof({column}) WHEN 'integer' THEN {column} NOT IN (SELECT id FROM STRING_IDS) ELSE 1 END)"
 
 
 def _other(column: str) -> str:
