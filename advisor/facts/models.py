@@ -320,7 +320,8 @@ class CommunicationFact(Fact):
     waited_peer_us: Duration | None = Field(None, description="Its Notify_Wait time per step, µs.")
     waited_peer_share: Ratio | None = Field(None, description="waited_peer_us / the Notify_Wait time per step for every peer.")
     straggler_hint: str = Field(
-        " No Notify_Wait task in the trace names a peer: profile the whole communicator to see which member delays it.",
+        " Nothing in the capture names the peer it waits for (the HCCL Notify_Wait tasks of a Level1 trace_view.json "
+        "would): profile the whole communicator to see which member delays it.",
         description="For the explanations, a sentence that starts with a space: whom to profile first — the peer "
         "waited for longest, e.g. 'local rank 5 (101,683 µs per step, 90 % of the Notify_Wait time)', where known.")
     arrival: str | None = Field(
