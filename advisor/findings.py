@@ -161,6 +161,9 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
         if coverage is not None and coverage[0] < THIN_TABLE:
             severity = "low"
         warmup = warmup_of(by_family, ranks) if rule.spec.category != "profiling" else None
+        behind = (outside_wait_of(by_family, ranks, step_time)
+                  if gain is not None and not bucket.startswith("communication") and rule.spec.category != "cluster"
+                  else None)
         if warmup is not None:
             severity = "low"
         findings.append(
@@ -184,6 +187,7 @@ def build_findings(firings: list[Firing], facts: list[Fact], book: RuleBook, lan
                 measured_in_warmup=warmup,
                 claimed_gain_us=fmean(claims) if claims else None,
                 shares_time_with=shares,
+                behind_outside_wait_us=behind,
                 prescriptions=[prescription(e, lang, known, by_family, ranks)
                                for e in applicable([book.knowledge[k] for k in rule.spec.then.recommend], known)
                                if not _contradicted(e.presupposes, by_family, ranks)],
@@ -310,6 +314,19 @@ def warmup_of(by_family: dict[str, list[Fact]], ranks: list[int]) -> str | None:
     in words; None when each has steady state or none says."""
     warm = [f for f in by_family.get("capture", []) if not f.steady_state and (not ranks or f.rank in ranks)]
     return "; ".join(f"rank {f.rank}: {f.warmup_evidence}" for f in warm) if warm else None
+
+
+OUTSIDE_WAIT_SHARE = 0.05  # an outside wait below this share of the step is no longer a gate worth a note
+
+
+def outside_wait_of(by_family: dict[str, list[Fact]], ranks: list[int], step_time: dict[int | None, float]) -> float | None:
+    """The mean wait per step for members outside the capture (collective communication facts' outside_wait_us) over
+    ``ranks``, when each of them waits at least OUTSIDE_WAIT_SHARE of its step so; None otherwise (or without ranks)."""
+    waits = {f.rank: f.outside_wait_us for f in by_family.get("communication", [])
+             if getattr(f, "kind", None) == "collective" and f.rank in ranks}
+    if not ranks or any(waits.get(r, 0.0) < OUTSIDE_WAIT_SHARE * step_time.get(r, float("inf")) for r in ranks):
+        return None
+    return fmean(waits[r] for r in ranks)
 
 
 def table_coverage(members: list[Charge]) -> tuple[float, int] | None:

@@ -249,6 +249,13 @@ class Finding(_Model):
     shares_time_with: list[str] = Field(
         default_factory=list, description="Findings (rule id, with the key in brackets) that were charged part of "
                                           "the same time first.")
+    behind_outside_wait_us: Micros | None = Field(
+        None, description="When every rank the finding is about waits inside its collectives for members outside the "
+                          "capture (their communication facts' outside_wait_us, at least 5 % of the step): that wait, "
+                          "µs per step, mean over the ranks. A saving of this rank's own time reaches the step only as "
+                          "far as those members get faster too (they do under the same fix if they are slow for the same "
+                          "reason); until then the rank waits longer instead. None otherwise, and for findings about "
+                          "communication (a transfer every member waits for, or the wait itself).")
     prescriptions: list[Prescription]
     trace: Trace
     ranges: list[TimeRange] = Field(

@@ -198,3 +198,20 @@ def test_no_cache_release_advice_where_the_reserved_memory_never_falls(reports, 
     build_rank(tmp_path, RankSpec(reserved_drops_per_step=2))
     dropping = next(f for f in diagnose(tmp_path).findings if f.id == "memory.allocator_reorganisation")
     assert any("empty_cache" in a for p in dropping.prescriptions for a in p.actions)
+
+
+def test_a_rank_waiting_for_members_outside_the_capture_says_its_own_savings_wait_for_them(reports):
+    """ascend-level1-2ranks: both ranks wait ~96.6 ms per step inside their collectives for unprofiled members; the
+    host work and blocking copies they could save reach the step only as far as those members get faster too — the
+    gains no longer read as plain step savings (expert review, 2026-11-28). The wait itself carries no such note."""
+    report = reports(REAL)
+    for rule in ("host.host_work", "io.blocking_copies"):
+        finding = _finding(report, rule)
+        assert finding.behind_outside_wait_us == pytest.approx(96_590.0, rel=0.01)
+    assert _finding(report, "cluster.straggler_outside_capture").behind_outside_wait_us is None
+    from advisor.render import View, render_document
+
+    text = render_document(report, "markdown", View(detail="brief"))
+    assert "reaches the step only as far as the members outside the capture (waited for 96.59 ms per step)" in text
+    # a complete job waits for nobody outside it: no such note
+    assert not [f for f in reports(FIXTURES / "samples" / "cluster_2ranks").findings if f.behind_outside_wait_us is not None]

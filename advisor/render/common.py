@@ -327,6 +327,8 @@ def gain_text(finding, words: dict[str, str]) -> str:
     notes = []
     if finding.instrumented_by:
         notes.append(words["gain_instrumented"].format(settings=", ".join(finding.instrumented_by)))
+    if finding.behind_outside_wait_us is not None:
+        notes.append(words["gain_behind_outside_wait"].format(wait=fmt_us(finding.behind_outside_wait_us)))
     if finding.shares_time_with and finding.claimed_gain_us is not None:
         notes.append(words["gain_shared"].format(claimed=fmt_us(finding.claimed_gain_us),
                                                  others=", ".join(finding.shares_time_with)))
