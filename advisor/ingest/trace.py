@@ -15,8 +15,10 @@ epoch, ample for durations and gaps).
 from __future__ import annotations
 
 import re
+from sys import intern
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Union
 
@@ -95,7 +97,7 @@ _ARGS = msgspec.json.Decoder(_Args, strict=False)
 _ARGS_LIST = msgspec.json.Decoder(list[_Args], strict=False)
 _NOTIFY_ARGS = msgspec.json.Decoder(_NotifyArgs, strict=False)
 _OP_ARGS = msgspec.json.Decoder(_OpArgs, strict=False)
-_TASK_TYPE_KEY = b'"Task Type"'
+_TASK_TYPE_SEARCH = re.compile(rb'"Task Type"').search  # on raw args, in place
 NOTIFY_COLUMNS = ["ts", "dur", "peer"]
 COLLECTIVE_COLUMNS = ["name", "ts", "dur", "count", "data_type"]
 
@@ -156,29 +158,48 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     if rows.bad_times:
         warnings.append(f"{rows.bad_times} event(s) without a usable ts/dur were ignored")
 
+    def pids_of(process: str | tuple[str, ...]) -> set:
+        processes = (process,) if isinstance(process, str) else process
+        return {pid for pid, name in rows.names.items() if name in processes}
+
     def of(process: str | tuple[str, ...], table: list) -> list:
         if by_fields:  # each table already holds only the events whose fields fit it
             return [row[1:] for row in table]
-        processes = (process,) if isinstance(process, str) else process
-        pids = {pid for pid, name in rows.names.items() if name in processes}
+        pids = pids_of(process)
         return [row[1:] for row in table if row[0] in pids]
 
-    if by_fields:
-        gc = [(name, "GC", tid, ts, dur) for name, cat, tid, ts, dur in of("Python", rows.host) if cat == "GC"]
-        host = [row for row in of("Python", rows.host) if row[1] != "GC"]
+    def frame(process: str | tuple[str, ...], table: list, columns: list[str]) -> pd.DataFrame:
+        """The table's rows of ``process`` as a frame, the pid column left out (pandas infers each column's type on
+        its own, so the frame is the one the rows without their pid would give, without a copy of every row)."""
+        if not by_fields:
+            pids = pids_of(process)
+            if not pids.issuperset(map(itemgetter(0), table)):
+                table = [row for row in table if row[0] in pids]
+        found = pd.DataFrame(table, columns=["pid", *columns])
+        del found["pid"]
+        return found
+
+    host_columns = ["name", "cat", "tid", "ts", "dur"]
+    if not by_fields and pids_of("Python GC").isdisjoint(map(itemgetter(0), rows.host)):
+        host = frame("Python", rows.host, host_columns)  # no GC process: the Python rows alone
     else:
-        gc = [(name, "GC", tid, ts, dur) for name, _cat, tid, ts, dur in of("Python GC", rows.host)]
-        host = of("Python", rows.host)
+        if by_fields:
+            gc = [(name, "GC", tid, ts, dur) for name, cat, tid, ts, dur in of("Python", rows.host) if cat == "GC"]
+            kept = [row for row in of("Python", rows.host) if row[1] != "GC"]
+        else:
+            gc = [(name, "GC", tid, ts, dur) for name, _cat, tid, ts, dur in of("Python GC", rows.host)]
+            kept = of("Python", rows.host)
+        host = pd.DataFrame(kept + gc, columns=host_columns)
     paired = [(rows.starts[i], rows.ends[i]) for i in rows.starts.keys() & rows.ends.keys()]
     return TraceTables(
-        host=pd.DataFrame(host + gc, columns=["name", "cat", "tid", "ts", "dur"]),
-        apis=pd.DataFrame(of(API_PROCESS, rows.apis), columns=["name", "tid", "ts", "dur"]),
-        device=pd.DataFrame(of(DEVICE_PROCESS, rows.device), columns=["stream", "name", "task_type", "ts", "dur"]),
-        overlap=pd.DataFrame(of(OVERLAP_PROCESS, rows.overlap), columns=["lane", "ts", "dur"]),
+        host=host,
+        apis=frame(API_PROCESS, rows.apis, ["name", "tid", "ts", "dur"]),
+        device=frame(DEVICE_PROCESS, rows.device, ["stream", "name", "task_type", "ts", "dur"]),
+        overlap=frame(OVERLAP_PROCESS, rows.overlap, ["lane", "ts", "dur"]),
         launches=pd.DataFrame(sorted(paired), columns=["launch_ts", "device_ts"]),
         truncation=cut.reason,
-        notify=pd.DataFrame(of(COMMUNICATION_PROCESSES, rows.notify), columns=NOTIFY_COLUMNS),
-        collectives=pd.DataFrame(of(COMMUNICATION_PROCESSES, rows.collectives), columns=COLLECTIVE_COLUMNS),
+        notify=frame(COMMUNICATION_PROCESSES, rows.notify, NOTIFY_COLUMNS),
+        collectives=frame(COMMUNICATION_PROCESSES, rows.collectives, COLLECTIVE_COLUMNS),
     )
 
 
@@ -201,12 +222,17 @@ def _collect(events: list[_Event], rows: _Rows) -> int:
     """Keep the rows the facts use from one block of events; return how many were dropped for bad args.
 
     ``args`` stays undecoded (skipping call stacks inside a struct costs msgspec more than the rest of the
-    event): only events whose raw args hold a ``"Task Type"`` key (device tasks) and process names decode
-    theirs, the device candidates in one batch. Names repeat (the same ops every step), so each name is
-    classified once and the answer cached; ``x - x == 0`` rejects NaN and ±inf.
+    event) and is searched in place for a ``"Task Type"`` key (device tasks; a regex reads the raw bytes without
+    copying them): only those events and process names decode theirs, the device candidates in one batch. Names
+    repeat (the same ops every step), so each name is classified once and the answer cached; most X events are of
+    no use and cost one dict look-up, and the common tables are filled here without a call. The names and task
+    types of kept rows are interned (one string per distinct name: less memory, and a worker's rows pickle
+    smaller). ``x - x == 0`` rejects NaN and ±inf.
     """
-    tasks: list[tuple[_Event, bytes]] = []
+    tasks: list[tuple[_Event, msgspec.Raw]] = []
     kinds = rows.kinds
+    host, apis, overlap = rows.host, rows.apis, rows.overlap
+    task_type_in = _TASK_TYPE_SEARCH
     for e in events:
         ph = e.ph
         if ph == "X":
@@ -214,10 +240,24 @@ def _collect(events: list[_Event], rows: _Rows) -> int:
             if ts is None or dur is None or dur < 0 or ts - ts != 0 or dur - dur != 0:
                 rows.bad_times += 1
                 continue
-            raw = bytes(e.args)
-            if _TASK_TYPE_KEY in raw:
-                tasks.append((e, raw))
-            elif kinds.get(e.name) != "" or e.cat == "GC":  # most events: a name known to be of no use
+            args = e.args
+            if task_type_in(args):
+                tasks.append((e, args))
+                continue
+            name = e.name or ""
+            kind = kinds.get(name)
+            if kind is None:
+                kind = kinds[name] = _name_kind(name)
+            if kind == "":  # most events: a name of no use
+                if e.cat == "GC":
+                    host.append((e.pid, intern(name), "GC", e.tid, ts, dur))
+            elif kind == "host":
+                host.append((e.pid, intern(name), e.cat or "", e.tid, ts, dur))
+            elif kind == "api":
+                apis.append((e.pid, intern(name), e.tid, ts, dur))
+            elif kind == "overlap":
+                overlap.append((e.pid, intern(name), ts, dur))
+            else:
                 _keep_by_name(e, rows)
         elif ph == "M":
             if e.name == "process_name":
@@ -239,7 +279,7 @@ def _keep_by_name(e: _Event, rows: _Rows) -> None:
     if kind is None:
         kind = rows.kinds[name] = _name_kind(name)
     if kind == "overlap":
-        rows.overlap.append((e.pid, name, e.ts, e.dur))
+        rows.overlap.append((e.pid, intern(name), e.ts, e.dur))
     elif kind == "notify":
         peer = _peer(e.args)
         if peer is not None:
@@ -248,12 +288,12 @@ def _keep_by_name(e: _Event, rows: _Rows) -> None:
         count, data_type = _op_args(e.args)
         rows.collectives.append((e.pid, name, e.ts, e.dur, count, data_type))
     elif kind == "api":
-        rows.apis.append((e.pid, name, e.tid, e.ts, e.dur))
+        rows.apis.append((e.pid, intern(name), e.tid, e.ts, e.dur))
     elif kind == "host" or e.cat == "GC":
-        rows.host.append((e.pid, name, e.cat or "", e.tid, e.ts, e.dur))
+        rows.host.append((e.pid, intern(name), e.cat or "", e.tid, e.ts, e.dur))
 
 
-def _keep_tasks(tasks: list[tuple[_Event, bytes]], rows: _Rows) -> int:
+def _keep_tasks(tasks: list[tuple[_Event, msgspec.Raw]], rows: _Rows) -> int:
     """Decode the args of the device-task candidates in one call; return how many had unusable args."""
     try:
         decoded = _ARGS_LIST.decode(b"[" + b",".join(raw for _e, raw in tasks) + b"]")
@@ -264,13 +304,13 @@ def _keep_tasks(tasks: list[tuple[_Event, bytes]], rows: _Rows) -> int:
         if args is None:
             dropped += 1
         elif args.task_type is not None:
-            rows.device.append((e.pid, e.tid, e.name or "", args.task_type, e.ts, e.dur))
+            rows.device.append((e.pid, e.tid, intern(e.name or ""), intern(args.task_type), e.ts, e.dur))
         else:  # the key was nested deeper: not a device task
             _keep_by_name(e, rows)
     return dropped
 
 
-def _one_args(raw: bytes) -> _Args | None:
+def _one_args(raw: bytes | msgspec.Raw) -> _Args | None:
     try:
         return _ARGS.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
