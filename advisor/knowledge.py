@@ -41,9 +41,13 @@ class Action(BilingualText):
 
 
 class CodeChange(_Model):
+    """A before/after code example; left out of a finding whose facts contradict one of its ``presupposes`` (an
+    engine's API shown for a loop of the user's own)."""
+
     before: str
     after: str
     language: str = "python"
+    presupposes: list[Presupposition] = Field(default_factory=list)
 
 
 class Gain(_Model):
