@@ -324,3 +324,23 @@ def test_annotate_refuses_the_file_a_report_goes_to_and_leaves_non_traces_unread
     _report, trace, stderr = _annotate(FIXTURES / "ascend-more" / "server-rank0", tmp_path)  # no trace_view.json
     check_chrome_trace(trace)
     assert "communication.json: its events are not in the annotated trace, only its findings' ranges: it is not a trace" in stderr
+
+
+def test_ranges_of_a_capture_without_a_trace_are_placed_from_the_steps_first_collective():
+    """server-rank0 has communication.json but no trace_view.json: no ProfilerStep window gives its step's start, so
+    the outside-wait ranges are placed from the step's first collective — not printed as 1,695,115,378,818,416.8 µs on
+    the epoch clock (expert review, 2026-11-28)."""
+    from advisor.diagnose import diagnose
+    from advisor.render.common import labels
+    from advisor.render.documents import range_text
+
+    report = diagnose(Path(__file__).parent / "fixtures" / "ascend-more" / "server-rank0")
+    ranges = [r for f in report.findings for r in f.ranges]
+    assert ranges and {r.step_start_from for r in ranges} == {"first collective"}
+    ops = json.loads((Path(__file__).parent / "fixtures" / "ascend-more" / "server-rank0" / "rank0_ascend_pt"
+                      / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+    first = min(float(op["Communication Time Info"]["Start Timestamp(us)"])
+                for name, op in ops["step2"]["collective"].items() if name != "Total Op Info")
+    assert all(r.step_start_us == pytest.approx(first) for r in ranges)
+    text = range_text(ranges[0], labels("en"))
+    assert "ms after the step's first collective began" in text and "1,695,115" not in text

@@ -37,6 +37,9 @@ class TimeRange(BaseModel):
     step_start_us: float | None = Field(None, description="The start of its step's window (ProfilerStep#N) on the "
                                         "same clock, so start_us − step_start_us is how far into the step it begins; "
                                         "None without a step.")
+    step_start_from: Literal["ProfilerStep", "first collective"] = Field(
+        "ProfilerStep", description="What step_start_us is: the ProfilerStep#N window's start, or — where the capture "
+        "has no trace to give it (communication.json alone) — the start of the step's first collective.")
 
 
 PROVENANCE_FIELDS = ("sources", "ranges")  # where a fact's figures come from, not figures a rule compares

@@ -748,7 +748,20 @@ def _collective_ranges(field: str, stretches: list[pd.DataFrame], profile: Profi
     meta = rank.meta
     trace = meta.file("trace")
     shown = profile.shown(trace if trace.exists() else meta.file("communication"))
-    return longest_ranges({field: every[["start", "end"]].to_numpy(float)}, every, meta.rank, shown, rank.step_starts)
+    found = longest_ranges({field: every[["start", "end"]].to_numpy(float)}, every, meta.rank, shown, rank.step_starts)
+    firsts = _first_collectives(rank.ops)
+    return [r.model_copy(update={"step_start_us": firsts[r.step], "step_start_from": "first collective"})
+            if r.step_start_us is None and r.step in firsts else r for r in found]
+
+
+def _first_collectives(ops: Columns | None) -> dict[int, float]:
+    """Each step's earliest collective start (µs, communication.json's clock): the origin of a step's time ranges where
+    no trace gives the ProfilerStep window's."""
+    if ops is None or not {"step", "start_us", "kind"} <= ops.keys():
+        return {}
+    frame = pd.DataFrame({"step": ops["step"], "start": ops["start_us"], "kind": ops["kind"]}).dropna()
+    frame = frame.loc[(frame["step"] >= 0) & (frame["kind"] == "collective")]
+    return {int(step): float(start) for step, start in frame.groupby("step")["start"].min().items()}
 
 
 def _largest_tensor(rank: RankFacts, members: dict[str, Membership], user: UserContext | None) -> dict[str, object]:

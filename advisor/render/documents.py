@@ -144,7 +144,8 @@ def range_text(time_range: TimeRange, words: dict[str, str]) -> str:
     r = time_range
     length = fmt_us(r.end_us - r.start_us)
     if r.step is not None and r.step_start_us is not None:
-        return words["time_range_in_step"].format(rank=r.rank, step=r.step, field=r.field, length=length, file=r.file,
+        label = "time_range_in_step" if r.step_start_from == "ProfilerStep" else "time_range_after_first_collective"
+        return words[label].format(rank=r.rank, step=r.step, field=r.field, length=length, file=r.file,
                                                   start=f"{(r.start_us - r.step_start_us) / 1000:,.2f}",
                                                   end=f"{(r.end_us - r.step_start_us) / 1000:,.2f}")
     step = words["time_range_step"].format(step=r.step) if r.step is not None else ""
