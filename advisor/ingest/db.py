@@ -398,14 +398,20 @@ _CLASS_BITS = 32  # count_non_numbers packs two counts in one SUM: the rows of a
 _CLASS_MASK = (1 << _CLASS_BITS) - 1
 
 
+def _plain(column: str) -> str:
+    """SQL: ``column`` holds an integer, or text that is exactly an integer's decimal form (torch_npu writes
+    PYTORCH_API's times so): ``_number`` reads it as that integer, and the checks of ``count_non_numbers`` pass it.
+    Comparing two TEXT expressions compares the text (no affinity conversion). One CASE: an integer costs one typeof."""
+    return (f"(CASE typeof({column}) WHEN 'integer' THEN 1 WHEN 'text' THEN CAST(CAST({column} AS INTEGER) AS TEXT) "
+            f"= CAST({column} AS TEXT) ELSE 0 END)")
+
+
 def _value_class(column: str, packed: bool = True) -> str:
     """SQL counted by SUM in ``count_non_numbers``: 0 for a plain value (``_plain``), 1 for any other, plus
-    2^_CLASS_BITS (``packed``) for one of the rest (``_other``: ±inf, text that is no integer's decimal form, a blob).
-    One CASE on the storage class: an integer, most values, costs one ``typeof``."""
+    2^_CLASS_BITS (``packed``) for one of the rest (``_other``: ±inf, text that is no integer's decimal form, a blob)."""
     rest = f"{1 + (1 << _CLASS_BITS)}" if packed else "1"
-    return (f"CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'real' THEN CASE WHEN abs({column}) <= {_FINITE} "
-            f"THEN 1 ELSE {rest} END WHEN 'null' THEN 1 WHEN 'text' THEN CASE WHEN CAST(CAST({column} AS INTEGER) "
-            f"AS TEXT) = CAST({column} AS TEXT) THEN 0 ELSE {rest} END ELSE {rest} END")
+    return (f"CASE WHEN {_plain(column)} THEN 0 WHEN typeof({column}) = 'null' THEN 1 WHEN typeof({column}) = 'real' "
+            f"AND abs({column}) <= {_FINITE} THEN 1 ELSE {rest} END")
 
 
 def _unlisted(column: str) -> str:
@@ -416,9 +422,8 @@ def _unlisted(column: str) -> str:
 def _other(column: str) -> str:
     """SQL: ``column`` holds none of an integer, integer's text, finite REAL or NULL — the values ``_number``
     needs its checks for."""
-    return (f"(CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'null' THEN 0 WHEN 'real' THEN NOT (abs({column}) "
-            f"<= {_FINITE}) WHEN 'text' THEN CAST(CAST({column} AS INTEGER) AS TEXT) <> CAST({column} AS TEXT) "
-            "ELSE 1 END)")
+    return (f"(CASE WHEN {_plain(column)} THEN 0 WHEN typeof({column}) = 'null' THEN 0 WHEN typeof({column}) = 'real' "
+            f"THEN NOT (abs({column}) <= {_FINITE}) ELSE 1 END)")
 
 
 def _numeric(column: str) -> str:
