@@ -614,8 +614,11 @@ def known_about(facts: list[Fact]) -> Known:
     """What the context and model facts say about the job, for the precondition checks."""
     context = next((f for f in facts if f.family == "context"), None)
     model = next((f for f in facts if f.family == "model"), None)
+    chip, chip_source = getattr(model, "chip", None), "--context chip"
+    if chip is None and getattr(context, "chip", None):
+        chip, chip_source = context.chip, f"profile: NPU_INFO {context.npu_name}"
     return Known(
-        chip=getattr(model, "chip", None),
+        chip=chip, chip_source=chip_source,
         hardware=getattr(context, "hardware", None),
         format=getattr(context, "format", None),
         versions={"cann": getattr(context, "cann_version", None), "torch_npu": getattr(context, "torch_npu_version", None)},

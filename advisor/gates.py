@@ -2,8 +2,8 @@
 presuppositions (presupposes) against the facts.
 
 Each requirement is *met*, *unmet* or *unknown*; unknown says what to check instead of guessing. The
-chip comes from --context ``chip`` when given, else from the profile's PMU columns (which cannot tell
-Atlas A2 from A3); versions from profiler_info (CANN, torch_npu); the framework from the export format;
+chip comes from --context ``chip`` when given, else from the DB export's NPU_INFO, else from the profile's PMU
+columns (which cannot tell Atlas A2 from A3); versions from profiler_info (CANN, torch_npu); the framework from the export format;
 the execution mode from --context ``execution_mode``.
 """
 
@@ -38,6 +38,7 @@ class Known:
     """What is known about the job: the inputs of every check."""
 
     chip: str | None = None
+    chip_source: str = "--context chip"  # or the profile's NPU_INFO (DB export)
     hardware: str | None = None
     format: str | None = None
     versions: dict[str, str | None] | None = None
@@ -73,7 +74,7 @@ def _hardware(required: list[str], known: Known) -> Check:
     wanted = ", ".join(required)
     if known.chip and known.chip != "other":
         met = known.chip in required
-        return Check(wanted, "met" if met else "unmet", f"--context chip: {known.chip}", "hardware")
+        return Check(wanted, "met" if met else "unmet", f"{known.chip_source}: {known.chip}", "hardware")
     if not known.hardware:
         return Check(wanted, "unknown", "the profile does not show the chip; pass --context chip", "hardware")
     families = set(re.findall(r"A\d", known.hardware))

@@ -307,7 +307,8 @@ def _trace_view(spec: RankSpec) -> list[dict]:
         launch = begin - 80.0
         complete(cann, 2, "Node@launch", launch, 12.0)
         task_type = "COMMUNICATION" if kernel.core == "COMMUNICATION" else kernel.core
-        complete(hardware, 2, kernel.name, begin, kernel.duration_us, None, **{"Task Type": task_type})
+        complete(hardware, 2, kernel.name, begin, kernel.duration_us, None,
+                 **{"Model Id": kernel.model_id, "Task Type": task_type})
         flows.append(kernel)
         flow = len(flows)
         events.append({"ph": "s", "name": f"HostToDevice{flow}", "cat": "HostToDevice", "id": str(flow),
@@ -479,7 +480,7 @@ def build_rank_db(parent: Path, spec: RankSpec) -> Path:
         end = start + round(kernel.duration_us * 1000)
         task_type = "COMMUNICATION" if kernel.core == "COMMUNICATION" else kernel.core
         db.execute("INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                   (start, end, spec.device_id, task_of.get(start), task_id, 0, sid(task_type), 0, 2, task_id, 0))
+                   (start, end, spec.device_id, task_of.get(start), task_id, 0, sid(task_type), 0, 2, task_id, kernel.model_id))
         if task_type == "COMMUNICATION":
             db.execute("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (sid(kernel.name), start, end, task_of.get(start), sid(kernel.group), task_id,

@@ -310,3 +310,33 @@ def test_a_query_that_takes_more_work_than_the_file_can_need_is_stopped_and_its_
                                                                   "ascend_pytorch_profiler_1.db"}
     assert any("kernel_details (TASK, COMPUTE_TASK_INFO) left out" in part.reason for part in stopped)
     assert report.input.ranks == [0, 1]
+
+
+@pytest.mark.parametrize(("name", "read", "chip"), [
+    ("Ascend910B", "Ascend910B", "Atlas A2"), ("Ascend910B3", "Ascend910B3", "Atlas A2"),
+    ("Ascend910_9392", "Ascend910_9392", "Atlas A3"), ("Ascend310P3", "Ascend310P3", None),
+    ("Ascend910B\x1b[31m", None, None), ("x" * 70, None, None)])
+def test_the_chip_is_read_from_npu_info(tmp_path, name, read, chip):
+    """Issue 31 (seed 002, Atlas A3 only): the DB export names its NPU (NPU_INFO; the real export: Ascend910B). Its
+    generation answers SuperKernel's A3-only precondition without --context: Atlas A2 leaves superkernel.gate_unknown
+    quiet; a name not shaped like one the profiler writes is left out."""
+    copy = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(REAL_DB / "rank0_ascend_pt", copy)
+    with closing(sqlite3.connect(copy / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")) as db, db:
+        db.execute("UPDATE NPU_INFO SET name = ?", (name,))
+    (context,) = [f for f in extract_facts(load_profile(copy)).facts if f.family == "context"]
+    assert (context.npu_name, context.chip) == (read, chip)
+    if read is not None:
+        assert "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db[NPU_INFO]" in context.sources
+
+
+def test_the_real_db_export_is_an_eager_atlas_a2_job_with_no_superkernel_finding():
+    """The real DB export's TASK rows all carry the single-op modelId 4294967295 and NPU_INFO names an Ascend910B
+    (Atlas A2): like its text export, no SuperKernel finding (expert review, 2026-11-28: it had one); preconditions on
+    the chip are checked against NPU_INFO."""
+    report = diagnose(REAL_DB)
+    assert not {f.id for f in report.findings} & {"superkernel.gate_unknown", "superkernel.short_kernels"}
+    hosts = [f for f in report.facts if f["type"] == "host"]
+    assert hosts and all(h["single_op_kernels_only"] for h in hosts)
+    details = {c.detail for f in report.findings for p in f.prescriptions for c in p.preconditions}
+    assert "profile: NPU_INFO Ascend910B: Atlas A2" in details

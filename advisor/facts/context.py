@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from advisor.facts.models import ContextFact
@@ -36,6 +37,9 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
     hardware = first(lambda r: r.hardware_hint)
     if hardware:
         sources.append(f"{profile.shown(ranks[0].file('kernels'))}[header]")
+    npu = next((r for r in ranks if r.npu_name), None)
+    if npu is not None:
+        sources.append(f"{profile.shown(npu.sources['npu_name'].file)}[NPU_INFO]")
     gpu = next((r for r in ranks if r.kineto_device_name), None)
     if hardware is None and gpu is not None:
         hardware = gpu.kineto_device_name
@@ -55,6 +59,8 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         torch_npu_version=first(lambda r: _str(r.profiler_info.get("torch_npu_version"))),
         cann_version=first(lambda r: _str(r.profiler_info.get("cann_version")) or _str(r.device_info.get("cannVersion"))),
         hardware=hardware,
+        npu_name=npu.npu_name if npu is not None else None,
+        chip=atlas_generation(npu.npu_name) if npu is not None else None,
         compute_capability=gpu.kineto_compute_capability if gpu is not None else None,
         ai_core_count=_int(device.get("ai_core_num")),
         vector_core_count=_int(device.get("aiv_num")),
@@ -68,6 +74,17 @@ def context_fact(profile: Profile, steps: list[int]) -> ContextFact:
         serving=any(r.serving for r in ranks),
         serving_engine=next((r.serving_engine for r in ranks if r.serving_engine is not None), None),
     )
+
+
+def atlas_generation(npu_name: str) -> str | None:
+    """The Atlas generation of an NPU named as CANN names its SoC: Ascend910B1…B4 (or the bare Ascend910B the
+    profiler writes) Atlas A2; Ascend910_93xx (Ascend 910C) Atlas A3; anything else None."""
+    name = npu_name.replace(" ", "").upper()
+    if re.match(r"ASCEND910B", name):
+        return "Atlas A2"
+    if re.match(r"ASCEND910_?93|ASCEND910C", name):
+        return "Atlas A3"
+    return None
 
 
 def hardware_from_header(header: list[str]) -> str | None:

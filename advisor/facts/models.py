@@ -64,7 +64,8 @@ class ContextFact(Fact):
 
     family: ClassVar[str] = "context"
     source: ClassVar[str] = ("profiler_info*.json (config, versions), PROF_*/device_*/info.json.* (cores, clock), "
-                             "kernel_details.csv header (chip family); *.pt.trace.json deviceProperties (GPU)")
+                             "kernel_details.csv header (chip family), the DB export's NPU_INFO (chip); "
+                             "*.pt.trace.json deviceProperties (GPU)")
 
     format: str = Field(description="Input format: ascend-pytorch, ascend-mindspore or pytorch-kineto (a PyTorch profiler trace).")
     platform: Platform = Field("ascend", description="ascend (NPU profiler output) or gpu (PyTorch profiler traces): which rules run.")
@@ -73,6 +74,10 @@ class ContextFact(Fact):
     torch_npu_version: str | None = Field(None, description="torch_npu version (profiler_info, torch_npu >= 2.5).")
     cann_version: str | None = Field(None, description="CANN version (profiler_info, or the device info.json).")
     hardware: str | None = Field(None, description="Chip family inferred from the PMU columns, e.g. 'Atlas A2/A3 (Ascend 910B/910C)'; the GPU's name from deviceProperties, e.g. 'NVIDIA H200'.")
+    npu_name: str | None = Field(None, description="The NPU's name as the DB export records it (NPU_INFO), e.g. 'Ascend910B'; text exports do not record it.")
+    chip: Literal["Atlas A2", "Atlas A3"] | None = Field(
+        None, description="The Atlas generation npu_name tells: Ascend910B… is Atlas A2 (910B), Ascend910_93… or "
+        "Ascend910C… Atlas A3; None where the profile does not say (text exports: the PMU columns of A2 and A3 are alike).")
     compute_capability: str | None = Field(None, description="The GPU's CUDA compute capability, e.g. '7.0' (Volta), '8.0' (Ampere), '9.0' (Hopper) (deviceProperties).")
     ai_core_count: int | None = Field(None, ge=0, description="AI (cube) cores per device (device info.json).")
     vector_core_count: int | None = Field(None, ge=0, description="AI vector cores per device (device info.json).")

@@ -43,6 +43,7 @@ class RankMeta(Sourced):
     device_info: dict[str, Any] = field(default_factory=dict)
     device_id: int | None = None
     hardware_hint: str | None = None  # the chip family its kernel_details header tells, if any
+    npu_name: str | None = None  # NPU_INFO's device name (DB export)
     kineto_path: Path | None = None  # a PyTorch trace's file, its GPU and capture settings
     kineto_device_name: str | None = None
     kineto_compute_capability: str | None = None
@@ -69,6 +70,7 @@ class RankMeta(Sourced):
                    sources=dict(rank.sources), profiler_info=rank.profiler_info, metadata=rank.metadata,
                    device_info=rank.device_info, device_id=rank.device_id,
                    hardware_hint=hardware_from_header(header) if header is not None else None,
+                   npu_name=rank.npu_name,
                    kineto_path=kineto.path if kineto is not None else None,
                    kineto_device_name=kineto.device_name if kineto is not None else None,
                    kineto_compute_capability=kineto.compute_capability if kineto is not None else None,

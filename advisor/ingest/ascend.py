@@ -31,6 +31,7 @@ from advisor.ingest.db import (
     read_matrix,
     read_memory_record,
     read_metadata,
+    read_npu_name,
     read_module_memory,
     read_operator_memory,
     read_step_trace,
@@ -226,8 +227,9 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
         with open_db(path) as connection:
             tables = DbTables(connection, warnings)
             if survey:  # only what the cluster-level facts use
-                return {"metadata": read_metadata(tables, path)}
-            found = {"metadata": read_metadata(tables, path), "kernels": read_kernels(tables, path),
+                return {"metadata": read_metadata(tables, path), "npu_name": read_npu_name(tables)}
+            found = {"metadata": read_metadata(tables, path), "npu_name": read_npu_name(tables),
+                     "kernels": read_kernels(tables, path),
                      "memory_record": read_memory_record(tables, path),
                      "operator_memory": read_operator_memory(tables, path),
                      "module_memory": read_module_memory(tables, path), "trace": read_trace_tables(tables)}
@@ -250,6 +252,8 @@ def _read_db_export(data: RankData, database: Path, reader: Reader, survey: bool
                 setattr(data, name, table)
                 if name == "metadata" and table:
                     data.sources["metadata"] = Provenance(database, "META_DATA")
+                if name == "npu_name":
+                    data.sources["npu_name"] = Provenance(database, "NPU_INFO")
     expected = {"kernels": (database, "TASK, COMPUTE_TASK_INFO"), "memory_record": (database, "MEMORY_RECORD"),
                 "trace": (database, "TASK"), "step_trace": (analysis, "StepTraceTime"),
                 "communication": (analysis, "CommAnalyzerTime")}

@@ -521,6 +521,22 @@ def read_metadata(db: DbTables, path: Path) -> dict[str, Any] | None:
     return metadata
 
 
+_NPU_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,63}$")  # e.g. Ascend910B, Ascend910_9392
+
+
+@_per_table("the device's name (NPU_INFO)")
+def read_npu_name(db: DbTables) -> str | None:
+    """The name NPU_INFO gives the rank's device (the lowest id's, where it lists several), e.g. 'Ascend910B'; None
+    without the table or a name shaped like one (anything else is not what the profiler writes, and is left out)."""
+    if not db.has("NPU_INFO"):
+        return None
+    db.require("NPU_INFO", ("id", "name"))
+    names = db.frame("SELECT name FROM NPU_INFO WHERE typeof(name) = 'text' AND length(name) <= 64 "
+                     "ORDER BY id LIMIT 1")["name"]
+    name = str(names.iloc[0]).strip() if len(names) else ""
+    return name if _NPU_NAME.match(name) else None
+
+
 def step_ranges(db: DbTables) -> pd.DataFrame:
     """STEP_TIME's steps with an id, a start and an end, in order of start."""
     if not db.has("STEP_TIME"):
@@ -551,7 +567,8 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
     task_columns = db.require("TASK", ("startNs", "endNs", "globalTaskId"))
     info_columns = db.require("COMPUTE_TASK_INFO", ("globalTaskId", "name"))
     block = "blockNum" if "blockNum" in info_columns else "blockDim"
-    db.count_non_numbers("TASK", [c for c in ("startNs", "endNs", "globalTaskId", "deviceId") if c in task_columns])
+    db.count_non_numbers("TASK", [c for c in ("startNs", "endNs", "globalTaskId", "deviceId", "modelId")
+                                  if c in task_columns])
     db.count_non_numbers("COMPUTE_TASK_INFO", [block] if block in info_columns else [])
 
     def column(alias: str, present: set[str], name: str, as_name: str | None = None) -> str:
@@ -561,6 +578,7 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
         "SELECT " + ", ".join([
             db.number("TASK", "t.startNs"), db.number("TASK", "t.endNs"), db.number("TASK", "t.globalTaskId"), "c.name",
             db.number("TASK", "t.deviceId") if "deviceId" in task_columns else "NULL AS deviceId",
+            db.number("TASK", "t.modelId") if "modelId" in task_columns else "NULL AS modelId",
             column("c", info_columns, "opType"), column("c", info_columns, "taskType"),
             f"{db.number('COMPUTE_TASK_INFO', f'c.{block}', bare=True)} AS block" if block in info_columns else "NULL AS block",
             column("c", info_columns, "inputShapes"), column("c", info_columns, "inputDataTypes")])
@@ -573,6 +591,7 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
         "start_us": _us(tasks["startNs"]), "input_shapes": db.text(tasks["inputShapes"]),
         "input_dtypes": db.text(tasks["inputDataTypes"]),
         "block_dim": pd.to_numeric(tasks["block"], errors="coerce").astype("float64"),
+        "model_id": pd.to_numeric(tasks["modelId"], errors="coerce").astype("float64"),
     })
     if nameless := int((tasks["name"].isna() & tasks["opType"].isna()).sum()):
         db.warnings.append(f"{nameless} compute task(s) in COMPUTE_TASK_INFO have neither a name nor an operator type "

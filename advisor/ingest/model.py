@@ -230,6 +230,7 @@ class RankData(Sourced):
     sources: dict[str, Provenance] = field(default_factory=dict)  # a table -> where it came from, when not its
     # TEXT_FILES file; a document of DOCUMENTS -> where it was read from
     kernel_header: list[str] | None = None  # kernel_details.csv's header, when only it was read (triage's survey)
+    npu_name: str | None = None  # the device's name as the DB export's NPU_INFO records it, e.g. "Ascend910B"
 
 
 @dataclass
