@@ -2,6 +2,9 @@
 
     .venv/bin/python bench/trace_parts.py bench/data/cluster-1x10x71 --repeat 3
     .venv/bin/python bench/trace_parts.py bench/data/cluster-1x10x71 --source /tmp/trace-before   # another checkout
+    .venv/bin/python bench/trace_parts.py bench/data/cluster-1x10x71 --msprof /tmp/msprof/bin/msprof-analyze
+
+(``bench/generate.py``: ``generate(bench/data/cluster-1x10x71, 1, 10, 71)`` makes the 157.5 MB trace.)
 
 Two parts, each the median of ``--repeat`` runs:
 
@@ -16,6 +19,9 @@ Two parts, each the median of ``--repeat`` runs:
   reference: a typed msgspec decode of every event of the file at once (``msgspec.json.Decoder(list[Struct])`` of a
   Struct with only the fields the facts read, the file's bytes already in memory), with ``args`` left out and
   with ``args`` as ``msgspec.Raw``.
+
+With ``--msprof``, first both tools on the profile, timed as bench/run.py times them (``time_both_tools``: wall and
+peak RSS under GNU time, advisor as installed with ADVISOR_JOBS unset).
 """
 
 from __future__ import annotations
@@ -157,23 +163,20 @@ def trace_split(trace: Path, source: Path, repeat: int) -> dict[str, float]:
     with_args = msgspec.json.Decoder(list[WithArgs], strict=False)
     count = len(minimal.decode(data))
 
-    def median(function) -> float:
-        times = []
-        for _ in range(repeat):
-            gc.collect()
-            start = time.perf_counter()
-            function()
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
+    def once(function) -> float:
+        gc.collect()
+        start = time.perf_counter()
+        function()
+        return time.perf_counter() - start
 
-    io = median(raw_io)
-    decoded = median(decode)
-    kept = median(decode_and_keep)
-    total = median(whole)
-    return {"events": count, "raw I/O": io, "msgspec decode": decoded - io, "Python pass (_collect)": kept - decoded,
-            "tables": total - kept, "read_trace, one core": total,
-            "reference: typed decode, no args": median(lambda: minimal.decode(data)),
-            "reference: typed decode, args raw": median(lambda: with_args.decode(data))}
+    runs = []  # each repeat times the four steps in turn; the parts are differences within one repeat
+    for _ in range(repeat):
+        io, decoded, kept, total = once(raw_io), once(decode), once(decode_and_keep), once(whole)
+        runs.append({"raw I/O": io, "msgspec decode": decoded - io, "Python pass (_collect)": kept - decoded,
+                     "tables": total - kept, "read_trace, one core": total,
+                     "reference: typed decode, no args": once(lambda: minimal.decode(data)),
+                     "reference: typed decode, args raw": once(lambda: with_args.decode(data))})
+    return {"events": count, **{name: statistics.median(run[name] for run in runs) for name in runs[0]}}
 
 
 def main() -> None:
@@ -181,8 +184,20 @@ def main() -> None:
     parser.add_argument("profile", type=Path, help="a generated one-rank profile (bench/generate.py)")
     parser.add_argument("--source", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--msprof", help="msprof-analyze, to time both tools on the profile first (one run each)")
     args = parser.parse_args()
     source, profile = args.source.resolve(), args.profile.resolve()
+    if args.msprof:
+        from run import time_both_tools
+
+        print(f"load {os.getloadavg()[0]:.2f}\n| tool | wall (s) | peak RSS (MiB) | exit |\n|---|---:|---:|---:|")
+        with tempfile.TemporaryDirectory() as scratch:
+            advisor = Path(scratch) / "advisor"  # the program, run from --source
+            advisor.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(source)!r})\n"
+                               "from advisor.cli import main\nmain()\n")
+            advisor.chmod(0o755)
+            for name, runs in time_both_tools(profile, str(advisor), args.msprof, 1).items():
+                print(f"| {name} | {runs[0][0]:.2f} | {runs[0][1]:.0f} | {runs[0][2]} |")
     trace = next(profile.rglob("trace_view.json"))
     print(f"source: {source}; {trace.stat().st_size / 1e6:.1f} MB trace; Python {sys.version.split()[0]}; "
           f"median of {args.repeat} runs; load {os.getloadavg()[0]:.2f}")

@@ -296,16 +296,16 @@ def test_a_db_without_overlap_analysis_gets_lanes_of_its_kernels_and_collectives
 
 def test_a_query_that_takes_more_work_than_the_file_can_need_is_stopped_and_its_table_left_out(monkeypatch, rulebook):
     """Per-row work beyond what stored data needs (a computed column the schema check does not know, a hostile
-    schema) is bounded: with the budget cut to 100,000 SQLite steps every large query of the real export stops,
+    schema) is bounded: with the budget cut to 50,000 SQLite steps every large query of the real export stops,
     the tables it feeds are left out by name, and the small ones are still read."""
     import advisor.ingest.db as db
 
-    monkeypatch.setattr(db, "_WORK_FLOOR", 100_000)
+    monkeypatch.setattr(db, "_WORK_FLOOR", 50_000)
     monkeypatch.setattr(db, "_WORK_PER_BYTE", 0)
     report = diagnose(REAL_DB, rulebook=rulebook, options=RunOptions(jobs=1))
     assert report.status == "partial"
     stopped = [part for part in report.coverage.partly_read
-               if "takes more work to read than 100,000 SQLite steps" in part.reason]
+               if "takes more work to read than 50,000 SQLite steps" in part.reason]
     assert {part.file.rpartition("/")[2] for part in stopped} == {"ascend_pytorch_profiler_0.db",
                                                                   "ascend_pytorch_profiler_1.db"}
     assert any("kernel_details (TASK, COMPUTE_TASK_INFO) left out" in part.reason for part in stopped)
