@@ -227,16 +227,24 @@ def api_rows(before: pd.DataFrame, after: pd.DataFrame, words: dict[str, str]) -
     """The framework ops (host time per step, inclusive of the ops they call) that changed most either way, at most
     MAX_OPERATOR_ROWS, the largest increase first; the calls per step on each side as the detail. Empty unless both
     sides record framework ops (msprof-analyze's API comparison, --enable_api_compare)."""
+    return _changed_rows(before, after, "us", "calls", words["api_calls"])
+
+
+def _changed_rows(before: pd.DataFrame, after: pd.DataFrame, value: str, count: str, detail: str) -> list[Row]:
+    """The names (index) whose ``value`` column changed most either way between the two sides, at most
+    MAX_OPERATOR_ROWS, the largest increase first, each side's ``count`` per step as the ``detail`` ({base},
+    {target}); a name on one side only counts 0 on the other. Empty unless both sides have rows."""
     if before.empty or after.empty:
         return []
     joined = before.merge(after, how="outer", left_index=True, right_index=True, suffixes=("_base", "_target")).fillna(0.0)
-    joined["diff"] = joined["us_target"] - joined["us_base"]
+    joined["diff"] = joined[f"{value}_target"] - joined[f"{value}_base"]
     chosen = joined.loc[joined["diff"].abs().sort_values(ascending=False, kind="stable").index[:MAX_OPERATOR_ROWS]]
     chosen = chosen.reset_index(names="name").sort_values(["diff", "name"], ascending=[False, True])
-    return [Row(name=r.name, detail=words["api_calls"].format(base=_calls(r.calls_base), target=_calls(r.calls_target)),
-                base=r.us_base,
-                target=r.us_target, diff=r.diff, ratio=r.us_target / r.us_base if r.us_base > 0 else None)
-            for r in chosen.itertuples()]
+    return [Row(name=name, detail=detail.format(base=_calls(base_count), target=_calls(target_count)),
+                base=base, target=target, diff=diff, ratio=target / base if base > 0 else None)
+            for name, base, target, base_count, target_count, diff in zip(
+                chosen["name"], chosen[f"{value}_base"], chosen[f"{value}_target"], chosen[f"{count}_base"],
+                chosen[f"{count}_target"], chosen["diff"])]
 
 
 def _memory_windows(rank: RankData, facts: list[Fact], step: int | None) -> pd.DataFrame | None:
@@ -281,16 +289,7 @@ def memory_rows(before: pd.DataFrame, after: pd.DataFrame, words: dict[str, str]
     """The operators whose memory allocated per step changed most either way, at most MAX_OPERATOR_ROWS, the largest
     growth first; the allocations per step on each side as the detail. Empty unless both sides record operator
     memory (msprof-analyze's memory comparison, --enable_memory_compare)."""
-    if before.empty or after.empty:
-        return []
-    joined = before.merge(after, how="outer", left_index=True, right_index=True, suffixes=("_base", "_target")).fillna(0.0)
-    joined["diff"] = joined["mb_target"] - joined["mb_base"]
-    chosen = joined.loc[joined["diff"].abs().sort_values(ascending=False, kind="stable").index[:MAX_OPERATOR_ROWS]]
-    chosen = chosen.reset_index(names="name").sort_values(["diff", "name"], ascending=[False, True])
-    return [Row(name=r.name, detail=words["memory_allocations"].format(base=_calls(r.count_base),
-                                                                       target=_calls(r.count_target)),
-                base=r.mb_base, target=r.mb_target, diff=r.diff, ratio=r.mb_target / r.mb_base if r.mb_base > 0 else None)
-            for r in chosen.itertuples()]
+    return _changed_rows(before, after, "mb", "count", words["memory_allocations"])
 
 
 def _calls(per_step: float) -> str:

@@ -255,29 +255,24 @@ def test_hccl_buffsize_is_lowered_from_the_profile_alone_when_the_allocator_runs
     assert "hccl.buffsize_lower_reorganising" not in with_capacity  # the capacity known: the peak decides (hccl.buffsize_lower)
 
 
-@pytest.mark.parametrize(("name", "transport", "fires"), [("pp", "HCCS", True), ("pp", "RDMA", False), ("dp", "HCCS", False)])
-def test_pipeline_links_inside_a_server_say_tp_stopped_short(tmp_path, name, transport, fires):
-    """Seed 003, parallel strategy item 2 (PP across servers only once TP is at its maximum), from the profile: a pp
-    communicator's matrix links over HCCS put two stages on one server."""
-    spec = RankSpec(groups={"group_name_0": {"group_name": name, "group_rank": 0, "global_ranks": [0, 4]}},
+@pytest.mark.parametrize(("rule", "name", "peer", "transport", "fires", "seen", "prescribed"), [
+    ("parallel.tp_links_cross_nodes", "tp", 8, "RDMA", True, "from rank 0 to rank 8 over RDMA", "parallel.tp_within_node"),
+    ("parallel.tp_links_cross_nodes", "dp", 8, "RDMA", False, None, None),
+    ("parallel.tp_links_cross_nodes", "tp", 8, "HCCS", False, None, None),
+    ("parallel.pp_within_node", "pp", 4, "HCCS", True, "from rank 0 to rank 4 over HCCS", "parallel.layout_plan"),
+    ("parallel.pp_within_node", "pp", 4, "RDMA", False, None, None),
+    ("parallel.pp_within_node", "dp", 4, "HCCS", False, None, None),
+])
+def test_a_parallel_groups_links_say_where_its_members_sit(tmp_path, rule, name, peer, transport, fires, seen, prescribed):
+    """From the profile alone, without --context: a tp communicator's matrix links over RDMA say TP spans servers
+    (issue 31, item 3); a pp communicator's links inside a server (HCCS) put two pipeline stages on one server, so TP
+    stopped short of the server's cards (seed 003, parallel strategy item 2: PP across servers only once TP is at its
+    maximum)."""
+    spec = RankSpec(groups={"group_name_0": {"group_name": name, "group_rank": 0, "global_ranks": [0, peer]}},
                     matrix_links={"0-1": 16.0}, comm_transport=transport)
     build_rank(tmp_path, spec)
-    found = [f for f in advisor.diagnose(tmp_path).findings if f.id == "parallel.pp_within_node"]
+    found = [f for f in advisor.diagnose(tmp_path).findings if f.id == rule]
     assert bool(found) is fires
     if fires:
-        assert found[0].key == "pp" and "from rank 0 to rank 4 over HCCS" in found[0].explanation
-        assert found[0].prescriptions[0].id == "parallel.layout_plan"
-
-
-@pytest.mark.parametrize(("name", "transport", "fires"), [("tp", "RDMA", True), ("dp", "RDMA", False), ("tp", "HCCS", False)])
-def test_tensor_parallel_links_over_rdma_say_tp_spans_servers(tmp_path, name, transport, fires):
-    """Issue 31, item 3: TP crossing nodes seen in the profile — a tp communicator's matrix links over RDMA — without
-    --context."""
-    spec = RankSpec(groups={"group_name_0": {"group_name": name, "group_rank": 0, "global_ranks": [0, 8]}},
-                    matrix_links={"0-1": 16.0}, comm_transport=transport)
-    build_rank(tmp_path, spec)
-    found = [f for f in advisor.diagnose(tmp_path).findings if f.id == "parallel.tp_links_cross_nodes"]
-    assert bool(found) is fires
-    if fires:
-        assert found[0].key == "tp" and "from rank 0 to rank 8 over RDMA" in found[0].explanation
-        assert found[0].prescriptions[0].id == "parallel.tp_within_node"
+        assert found[0].key == name and seen in found[0].explanation
+        assert found[0].prescriptions[0].id == prescribed
