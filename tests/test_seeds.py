@@ -362,3 +362,15 @@ def test_seed_002_the_real_eager_capture_gets_no_superkernel(tmp_path):
     details = copy / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     details.write_bytes(details.read_bytes().replace(b"\n50,4294967295,", b"\n50,7,"))
     assert "superkernel.gate_unknown" in {f.id for f in diagnose(copy).findings}
+
+
+def test_seed_002_a_level0_capture_tells_single_ops_by_its_trace():
+    """A Level0 kernel_details.csv has no Model ID, but its trace's device tasks carry one (args 'Model Id'): the real
+    Level0 job's are all 4294967295, so it is eager and gets no SuperKernel finding (expert review, 2026-11-28: it
+    asked for --context the trace already answers)."""
+    real = Path(__file__).parent / "fixtures" / "ascend-more" / "text-level0-2ranks"
+    report = diagnose(real)
+    assert not {f.id for f in report.findings} & {"superkernel.gate_unknown", "superkernel.short_kernels"}
+    hosts = [f for f in report.facts if f["type"] == "host"]
+    assert len(hosts) == 2 and all(h["single_op_kernels_only"] for h in hosts)
+    assert all("Ascend Hardware (Model Id)" in h["sources"][0] for h in hosts)

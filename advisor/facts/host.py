@@ -255,12 +255,28 @@ def api_calls(host: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
 SINGLE_OP_MODEL_ID = 4294967295  # UINT32_MAX: the Model ID of a kernel launched on its own, outside any graph
 
 
-def single_op_kernels_only(kernels: pd.DataFrame) -> bool:
-    """Whether every compute kernel with a Model ID has the single-op one (and at least one has an id)."""
-    if "model_id" not in kernels:
-        return False
-    ids = kernels.loc[compute_kernels(kernels).index, "model_id"].dropna()
-    return bool(len(ids)) and bool((ids == SINGLE_OP_MODEL_ID).all())
+def single_op_ids(ids: pd.Series) -> bool | None:
+    """Whether every Model ID of ``ids`` (compute kernels') is the single-op one; None when none is known."""
+    ids = pd.to_numeric(ids, errors="coerce").dropna()
+    return bool((ids == SINGLE_OP_MODEL_ID).all()) if len(ids) else None
+
+
+def kernel_model_ids(rank: RankData, names: RuntimeNames) -> tuple[bool | None, str | None]:
+    """Whether the rank's compute kernels all ran as single ops, and the table that says so: kernel_details' Model ID
+    (the DB's TASK.modelId), else the Model Id of the trace's device tasks (a Level0 kernel_details has no such
+    column); (None, None) where neither records it."""
+    kernels = rank.kernels.frame if rank.kernels is not None else None
+    if kernels is not None and "model_id" in kernels:
+        found = single_op_ids(kernels.loc[compute_kernels(kernels).index, "model_id"])
+        if found is not None:
+            return found, "kernels"
+    device = rank.trace.device if rank.trace is not None else None
+    if device is not None and "model_id" in device:
+        compute = matching(device["task_type"].fillna(""), names.compute_task)
+        found = single_op_ids(device.loc[compute, "model_id"])
+        if found is not None:
+            return found, "trace"
+    return None, None
 
 
 def host_facts(scope: RankScope) -> list[Fact]:
@@ -278,13 +294,15 @@ def host_facts(scope: RankScope) -> list[Fact]:
     step_time = breakdown.step_time_us if breakdown is not None else None
     if step_time is None and not windows.empty:  # no device breakdown: the host's ProfilerStep windows are the step
         step_time = float((windows["end"] - windows["start"]).mean()) or None
-    single_ops = rank.kernels is not None and single_op_kernels_only(rank.kernels.frame)
+    single_ops, told_by = kernel_model_ids(rank, names)
     sources = [file_source(show, rank, "trace", "CANN, Python, Ascend Hardware, HostToDevice")]
-    if single_ops:
-        sources.append(file_source(show, rank, "kernels", "Model ID"))
+    if told_by == "kernels":
+        sources.append(file_source(show, rank, "kernels", "TASK.modelId" if rank.export == "db" else "Model ID"))
+    elif told_by == "trace":
+        sources[0] = file_source(show, rank, "trace", "CANN, Python, Ascend Hardware (Model Id), HostToDevice")
     facts: list[Fact] = [
         HostFact(id=f"host:r{rank.rank}", sources=sources, rank=rank.rank, steps=max(len(windows), 1), **summary,
-                 single_op_kernels_only=single_ops,
+                 single_op_kernels_only=bool(single_ops),
                  gc_share_of_step=min(summary["gc_us_per_step"] / step_time, 1.0) if step_time else None,
                  optimizer_share_of_step=min(summary["optimizer_us_per_step"] / step_time, 1.0) if step_time else None)
     ]

@@ -524,9 +524,10 @@ class HostFact(Fact):
     launch_latency_us_p90: Duration | None = Field(None, description="90th percentile of that delay, µs.")
     tiny_kernel_share: Ratio | None = Field(None, description="Share of compute tasks shorter than launch_us_mean.")
     single_op_kernels_only: bool = Field(
-        False, description="Every compute kernel (kernel_details.csv / the DB's TASK) carries the Model ID 4294967295 of "
-        "an operator launched on its own: none ran inside a graph, the rank ran eagerly. False where one ran in a graph, "
-        "or where the export has no Model ID (Ascend only).")
+        False, description="Every compute kernel (kernel_details.csv, the DB's TASK; at Level0, whose kernel_details has "
+        "no Model ID, the trace's device tasks) carries the Model ID 4294967295 of an operator launched on its own: "
+        "none ran inside a graph, the rank ran eagerly. False where one ran in a graph, or where nothing records the "
+        "Model ID (Ascend only).")
     gc_calls_per_step: NonNegative = Field(description="Python GC pauses (recorded only with gc_detect_threshold).")
     gc_us_per_step: Duration = Field(description="Their total time, µs.")
     gc_share_of_step: Ratio | None = Field(None, description="gc_us_per_step / the rank's step time (capped at 1).")

@@ -69,6 +69,7 @@ FRAMEWORK_OPS = API_OPS["ascend"]  # the framework ops whose calls the facts cou
 class _Args(msgspec.Struct, gc=False):
     name: Union[str, None] = None
     task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
+    model_id: Union[int, float, str, None] = msgspec.field(default=None, name="Model Id")
 
 
 class _NotifyArgs(msgspec.Struct, gc=False):
@@ -106,7 +107,7 @@ COLLECTIVE_COLUMNS = ["name", "ts", "dur", "count", "data_type"]
 class TraceTables:
     host: pd.DataFrame  # Python / Python GC X events of interest: name, cat, tid, ts, dur
     apis: pd.DataFrame  # CANN X events of interest: name, tid, ts, dur
-    device: pd.DataFrame  # Ascend Hardware X events: stream, name, task_type, ts, dur
+    device: pd.DataFrame  # Ascend Hardware X events: stream, name, task_type, ts, dur, model_id (args' Model Id)
     overlap: pd.DataFrame  # Overlap Analysis X events: lane, ts, dur
     launches: pd.DataFrame  # HostToDevice flows paired: launch_ts, device_ts
     truncation: str | None = None  # why only the start of the file was read (a cut-off file), else None
@@ -194,7 +195,7 @@ def read_trace(path: Path, warnings: list[str]) -> TraceTables:
     return TraceTables(
         host=host,
         apis=frame(API_PROCESS, rows.apis, ["name", "tid", "ts", "dur"]),
-        device=frame(DEVICE_PROCESS, rows.device, ["stream", "name", "task_type", "ts", "dur"]),
+        device=frame(DEVICE_PROCESS, rows.device, ["stream", "name", "task_type", "ts", "dur", "model_id"]),
         overlap=frame(OVERLAP_PROCESS, rows.overlap, ["lane", "ts", "dur"]),
         launches=pd.DataFrame(sorted(paired), columns=["launch_ts", "device_ts"]),
         truncation=cut.reason,
@@ -304,7 +305,8 @@ def _keep_tasks(tasks: list[tuple[_Event, msgspec.Raw]], rows: _Rows) -> int:
         if args is None:
             dropped += 1
         elif args.task_type is not None:
-            rows.device.append((e.pid, e.tid, intern(e.name or ""), intern(args.task_type), e.ts, e.dur))
+            model = args.model_id if type(args.model_id) in (int, float) else None  # text: not an id
+            rows.device.append((e.pid, e.tid, intern(e.name or ""), intern(args.task_type), e.ts, e.dur, model))
         else:  # the key was nested deeper: not a device task
             _keep_by_name(e, rows)
     return dropped
