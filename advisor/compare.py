@@ -32,7 +32,7 @@ from advisor.facts.host import api_calls
 from advisor.facts.memory import MB_PER_KB
 from advisor.facts.models import ApiFact, CollectiveDeltaFact, MemoryDeltaFact, OperatorDeltaFact, StepDeltaFact
 from advisor.facts.operators import COMMUNICATION_CORES, compute_kernels, in_steps
-from advisor.facts.steps import mean_step, times
+from advisor.facts.steps import clean_step_rows, int_or_none, mean_step, step_breakdown, times
 from advisor.facts.windows import inside, kernel_step_windows, profiler_step_windows
 from advisor.findings import build_findings
 from advisor.ingest import Profile
@@ -98,12 +98,20 @@ def _step_kernels(kernels: pd.DataFrame, facts: list[Fact], rank: int, step: int
     return chosen, max(len(steps) or chosen["step"].nunique(), 1) if "step" in chosen else 1
 
 
+def _lacks_step(rank: RankData, step: int | None) -> bool:
+    """Whether a step is chosen and the rank's kernels have none of it: the rank stays out of that step's means."""
+    if step is None:
+        return False
+    kernels = rank.kernels.frame if rank.kernels is not None else None
+    return kernels is None or "step" not in kernels or not (pd.to_numeric(kernels["step"], errors="coerce") == step).any()
+
+
 def operator_times(profile: Profile, facts: list[Fact], step: int | None = None) -> pd.DataFrame:
     """Per compute operator type: µs and launches per step, mean over the ranks that have kernels (of the one
-    ``step`` when given)."""
+    ``step`` when given, over the ranks that have it)."""
     tables = []
     for rank in profile.ranks:
-        if rank.kernels is None:
+        if rank.kernels is None or _lacks_step(rank, step):
             continue
         kernels, per_step = _step_kernels(compute_kernels(rank.kernels.frame), facts, rank.rank, step)
         grouped = kernels.groupby("type")["duration_us"].agg(["sum", "size"]) / per_step
@@ -124,7 +132,7 @@ def shape_times(profile: Profile, facts: list[Fact], step: int | None = None) ->
     input shapes (Level0 and GPU traces do not); None when none does."""
     tables = []
     for rank in profile.ranks:
-        if rank.kernels is None or "input_shapes" not in rank.kernels.frame:
+        if rank.kernels is None or "input_shapes" not in rank.kernels.frame or _lacks_step(rank, step):
             continue
         kernels, per_step = _step_kernels(compute_kernels(rank.kernels.frame), facts, rank.rank, step)
         shapes = _shapes(kernels["input_shapes"])
@@ -158,10 +166,10 @@ def shape_rows(base: pd.DataFrame | None, target: pd.DataFrame | None, same_plat
 
 def collective_times(profile: Profile, facts: list[Fact], step: int | None = None) -> pd.Series:
     """Per collective type: device µs per step of the communication kernels, mean over ranks (of the one ``step``
-    when given)."""
+    when given, over the ranks that have it)."""
     tables = []
     for rank in profile.ranks:
-        if rank.kernels is None:
+        if rank.kernels is None or _lacks_step(rank, step):
             continue
         frame = rank.kernels.frame
         core = frame["accelerator_core"].fillna("").astype(str).str.upper() if "accelerator_core" in frame else ""
@@ -233,11 +241,13 @@ def api_rows(before: pd.DataFrame, after: pd.DataFrame, words: dict[str, str]) -
 def _changed_rows(before: pd.DataFrame, after: pd.DataFrame, value: str, count: str, detail: str) -> list[Row]:
     """The names (index) whose ``value`` column changed most either way between the two sides, at most
     MAX_OPERATOR_ROWS, the largest increase first, each side's ``count`` per step as the ``detail`` ({base},
-    {target}); a name on one side only counts 0 on the other. Empty unless both sides have rows."""
+    {target}); a name on one side only counts 0 on the other, a name unchanged is not listed. Empty unless both
+    sides have rows."""
     if before.empty or after.empty:
         return []
     joined = before.merge(after, how="outer", left_index=True, right_index=True, suffixes=("_base", "_target")).fillna(0.0)
     joined["diff"] = joined[f"{value}_target"] - joined[f"{value}_base"]
+    joined = joined.loc[joined["diff"] != 0]
     chosen = joined.loc[joined["diff"].abs().sort_values(ascending=False, kind="stable").index[:MAX_OPERATOR_ROWS]]
     chosen = chosen.reset_index(names="name").sort_values(["diff", "name"], ascending=[False, True])
     return [Row(name=name, detail=detail.format(base=_calls(base_count), target=_calls(target_count)),
@@ -274,11 +284,14 @@ def operator_memory(profile: Profile, facts: list[Fact], step: int | None = None
                 continue  # the step cannot be placed on this rank's clock
             per_step = max(len(_rank_steps(facts, rank.rank)), 1)
         elif windows.empty:
+            if step is not None:
+                continue  # the rank did not profile the chosen step
             frame, per_step = frame.iloc[0:0], 1
         else:
             frame = inside(frame.loc[frame["allocation_us"].notna()], windows, "allocation_us")
             per_step = len(windows)
-        sizes = frame.groupby("name")["size_kb"]
+        # operator_memory.csv names CANN's operators cann::X, the DB's OP_MEMORY X: one name for both exports
+        sizes = frame.groupby(frame["name"].astype(str).str.removeprefix("cann::"))["size_kb"]
         tables.append(pd.DataFrame({"mb": sizes.sum() * MB_PER_KB, "count": sizes.size().astype(float)}) / per_step)
     if not tables:
         return pd.DataFrame(columns=["mb", "count"])
@@ -353,10 +366,14 @@ def _profile_breakdown(analysis: Analysis) -> BreakdownFact | None:
 
 
 def _breakdown(analysis: Analysis, step: int | None) -> BreakdownFact | None:
-    """The profile's mean step, or the one ``step`` (mean over the ranks whose step facts have it)."""
+    """The profile's mean step, or the one ``step`` (mean over the ranks whose step table has it: every step, also
+    beyond the MAX_STEP_FACTS a rank lists as step facts)."""
     if step is None:
         return _profile_breakdown(analysis)
-    chosen = [f for f in analysis.facts.facts if isinstance(f, StepFact) and f.step == step]
+    chosen = [StepFact(id=f"step:r{rank.rank}:s{step}", sources=[analysis.profile.shown(rank.step_trace.path)],
+                       rank=rank.rank, step=step, **times(row))
+              for rank in analysis.profile.ranks if rank.step_trace is not None
+              for row in step_breakdown(clean_step_rows(rank.step_trace.columns)[0]) if int_or_none(row.get("step")) == step]
     if not chosen:
         return None
     mean = mean_step(chosen)
@@ -364,12 +381,29 @@ def _breakdown(analysis: Analysis, step: int | None) -> BreakdownFact | None:
                          scope="profile", steps=1, dominant_overhead=mean["dominant_overhead"], **times(mean))
 
 
-def check_step(side: Side, step: int | None, name: str, words: dict[str, str]) -> None:
+def profiled_steps(analysis: Analysis) -> list[int]:
+    """Every step a side profiled: its step tables' steps, its kernels' Step Ids and its ProfilerStep#N windows."""
+    steps: set[int] = set()
+    for rank in analysis.profile.ranks:
+        if rank.step_trace is not None:
+            steps.update(s for row in step_breakdown(clean_step_rows(rank.step_trace.columns)[0])
+                         if (s := int_or_none(row.get("step"))) is not None)
+        if rank.kernels is not None and "step" in rank.kernels.frame:
+            steps.update(int(s) for s in pd.to_numeric(rank.kernels.frame["step"], errors="coerce").dropna().unique())
+        if rank.trace is not None:
+            steps.update(int(s) for s in profiler_step_windows(rank.trace.host)["step"].dropna())
+    return sorted(steps)
+
+
+def check_step(analysis: Analysis, path: str, step: int | None, name: str, words: dict[str, str]) -> None:
     """InputError (exit 2) when the step chosen on a side is not among its profiled steps, naming those that are."""
-    if step is None or step in side.steps:
+    if step is None:
         return
-    ids = ", ".join(map(str, side.steps[:MAX_STEP_IDS_LISTED])) + (", …" if len(side.steps) > MAX_STEP_IDS_LISTED else "")
-    raise InputError(f"{words[name]}: no step {step} in {side.path}; the steps it profiled: {ids or 'none'} "
+    steps = profiled_steps(analysis)
+    if step in steps:
+        return
+    ids = ", ".join(map(str, steps[:MAX_STEP_IDS_LISTED])) + (", …" if len(steps) > MAX_STEP_IDS_LISTED else "")
+    raise InputError(f"{words[name]}: no step {step} in {path}; the steps it profiled: {ids or 'none'} "
                      f"(ProfilerStep#N, the Step of step_trace_time.csv)")
 
 
@@ -405,10 +439,10 @@ def compare(base_path: str | Path, target_path: str | Path, book: RuleBook | Non
     words = labels(lang)
     base = analyse(base_path, book, context, options=options)
     base_report = build_report(base, book, lang, str(base_path))
-    check_step(_side(base_report, base), base_step, "base", words)
+    check_step(base, base_report.input.path, base_step, "base", words)
     target = analyse(target_path, book, context, options=options)
     target_report = build_report(target, book, lang, str(target_path))
-    check_step(_side(target_report, target), target_step, "target", words)
+    check_step(target, target_report.input.path, target_step, "target", words)
     facts, by = delta_facts(base, target, base_step, target_step)
     base_side, target_side = _side(base_report, base, base_step), _side(target_report, target, target_step)
     reasons = incomparabilities(base_side, target_side, words)

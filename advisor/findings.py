@@ -615,7 +615,7 @@ def known_about(facts: list[Fact]) -> Known:
     context = next((f for f in facts if f.family == "context"), None)
     model = next((f for f in facts if f.family == "model"), None)
     chip, chip_source = getattr(model, "chip", None), "--context chip"
-    if chip is None and getattr(context, "chip", None):
+    if getattr(context, "chip", None):  # what the profile records wins over what --context says
         chip, chip_source = context.chip, f"profile: NPU_INFO {context.npu_name}"
     return Known(
         chip=chip, chip_source=chip_source,

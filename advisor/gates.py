@@ -2,8 +2,8 @@
 presuppositions (presupposes) against the facts.
 
 Each requirement is *met*, *unmet* or *unknown*; unknown says what to check instead of guessing. The
-chip comes from --context ``chip`` when given, else from the DB export's NPU_INFO, else from the profile's PMU
-columns (which cannot tell Atlas A2 from A3); versions from profiler_info (CANN, torch_npu); the framework from the export format;
+chip comes from the DB export's NPU_INFO, else from --context ``chip``, else from the profile's PMU columns (which
+cannot tell Atlas A2 from A3); versions from profiler_info (CANN, torch_npu); the framework from the export format;
 the execution mode from --context ``execution_mode``.
 """
 

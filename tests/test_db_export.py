@@ -315,7 +315,7 @@ def test_a_query_that_takes_more_work_than_the_file_can_need_is_stopped_and_its_
 @pytest.mark.parametrize(("name", "read", "chip"), [
     ("Ascend910B", "Ascend910B", "Atlas A2"), ("Ascend910B3", "Ascend910B3", "Atlas A2"),
     ("Ascend910_9392", "Ascend910_9392", "Atlas A3"), ("Ascend310P3", "Ascend310P3", None),
-    ("Ascend910B\x1b[31m", None, None), ("x" * 70, None, None)])
+    ("Ascend910B\x1b[31m", None, None), ("Ascend 910B", None, None), ("x" * 70, None, None)])
 def test_the_chip_is_read_from_npu_info(tmp_path, name, read, chip):
     """Issue 31 (seed 002, Atlas A3 only): the DB export names its NPU (NPU_INFO; the real export: Ascend910B). Its
     generation answers SuperKernel's A3-only precondition without --context: Atlas A2 leaves superkernel.gate_unknown
@@ -340,3 +340,17 @@ def test_the_real_db_export_is_an_eager_atlas_a2_job_with_no_superkernel_finding
     assert hosts and all(h["single_op_kernels_only"] for h in hosts)
     details = {c.detail for f in report.findings for p in f.prescriptions for c in p.preconditions}
     assert "profile: NPU_INFO Ascend910B: Atlas A2" in details
+
+
+def test_npu_info_without_its_id_column_is_still_read(tmp_path):
+    """NPU_INFO's id only orders the devices it lists: a table of names alone gives the name, and the report stays
+    complete (review, 2026-11-28: it was left out as partly read)."""
+    copy = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(REAL_DB / "rank0_ascend_pt", copy)
+    with closing(sqlite3.connect(copy / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")) as db, db:
+        db.execute("DROP TABLE NPU_INFO")
+        db.execute("CREATE TABLE NPU_INFO(name TEXT)")
+        db.execute("INSERT INTO NPU_INFO VALUES ('Ascend910_9392')")
+    report = diagnose(copy)
+    assert report.status == "complete"
+    assert [(f["npu_name"], f["chip"]) for f in report.facts if f["type"] == "context"] == [("Ascend910_9392", "Atlas A3")]

@@ -34,7 +34,8 @@ def test_real_host_facts_match_an_independent_count_of_the_trace():
     syncs = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("AscendCL@aclrtSynchronize")
              and start <= float(e["ts"]) <= end]
     assert host.sync_calls_per_step == len(syncs) == 7
-    assert host.sources == ["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json[CANN, Python, Ascend Hardware, HostToDevice]"]
+    assert host.sources == ["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json[CANN, Python, Ascend Hardware, HostToDevice]",
+                            "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv[Model ID]"]  # single_op_kernels_only
 
 
 def test_real_dataloader_counts_only_outermost_events():

@@ -335,8 +335,9 @@ def test_graph_mode_advice_follows_the_engine_the_trace_shows(built, source, eng
     (finding,) = [f for f in report.findings if f.id == "inference.decode_launch_bound"]
     actions = " ".join(finding.prescriptions[0].actions)
     assert {key for key, text in ENGINE_ACTIONS.items() if text in actions} == shown, actions
-    # vLLM's LLM(...) before/after is left out for a loop of the user's own (expert review, 2026-11-28)
-    assert (finding.prescriptions[0].code is not None) is (engine != "none")
+    # vLLM's CUDA-graph LLM(...) before/after only for vLLM on a GPU: not for a loop of the user's own (expert review,
+    # 2026-11-28), nor on an Ascend NPU
+    assert (finding.prescriptions[0].code is not None) is (engine == "vLLM")
 
 
 def test_the_serving_engine_is_the_package_of_the_traces_frames():

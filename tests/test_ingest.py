@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from builders import RankSpec, StepRow, build_rank, skipped_reason
-from conftest import REAL, SAMPLE_CLUSTER, SAMPLE_SINGLE
+from conftest import FIXTURES, REAL, SAMPLE_CLUSTER, SAMPLE_SINGLE
 
 from advisor.errors import InputError
 from advisor.ingest import load_profile
@@ -200,3 +200,19 @@ def test_a_trace_view_json_away_from_its_rank_is_named_as_what_it_is(tmp_path):
     with pytest.raises(InputError, match=r"trace_view.json: is the Ascend profiler's trace_view.json \(it has an Ascend "
                                          r"Hardware process\) outside its ASCEND_PROFILER_OUTPUT directory"):
         load_profile(lone)
+
+
+def test_a_device_tasks_model_id_of_any_type_or_size_keeps_the_task(tmp_path):
+    """A device task's args 'Model Id' (the single-op 4294967295 on the real Level0 capture) is read as a plain integer;
+    true, an array, 1e400 or text leave it unknown and keep the task — they must not make its args unreadable."""
+    from advisor.ingest.trace import read_trace
+
+    source = FIXTURES / "ascend-more" / "text-level0-2ranks" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    text = source.read_text()
+    for odd in ('"Model Id": true,', '"Model Id": [4294967295],', '"Model Id": 1e400,', '"Model Id": "x",'):
+        text = text.replace('"Model Id": 4294967295,', odd, 1)
+    (tmp_path / "trace_view.json").write_text(text)
+    warnings: list[str] = []
+    device = read_trace(tmp_path / "trace_view.json", warnings).device
+    assert len(device) == 533 and not warnings
+    assert device["model_id"].isna().sum() == 4 and (device["model_id"].dropna() == 4294967295).all()

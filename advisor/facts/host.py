@@ -90,6 +90,7 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         "allocator_sync_calls_per_step": len(allocator_syncs) / steps,
         "launch_calls_per_step": len(launches_made) / steps,
         "graph_launches_per_step": int(matching(apis["name"], names.graph_launch).sum()) / steps,
+        "replays_aclgraph_only": _aclgraph_only(apis["name"], names),
         "device_sync_calls_per_step": int(matching(program_syncs["name"], DEVICE_SYNC).sum()) / steps,
         "dataloader_calls_per_step": len(dataloader_calls(host)) / steps,
         "free_calls_per_step": len(free_calls) / steps,
@@ -106,6 +107,16 @@ def host_summary(host: pd.DataFrame, apis: pd.DataFrame, device: pd.DataFrame, l
         **host_gaps(apis, windows, steps),
         **optimizer_kernels(host.loc[matching(host["name"], OPTIMIZER_STEP)], launches, device, steps),
     }
+
+
+ACLGRAPH_REPLAY = re.compile(r"^AscendCL@aclmdlRIExecute(Async)?$")  # TorchAir reduce-overhead's aclgraph, not GE
+
+
+def _aclgraph_only(calls: pd.Series, names: RuntimeNames) -> bool:
+    """Whether the step replays graphs and every replay is an aclgraph one (aclmdlRIExecute[Async]: TorchAir
+    reduce-overhead), none a GE graph's (aclmdlExecute: max-autotune)."""
+    replays = calls.loc[matching(calls, names.graph_launch)]
+    return bool(len(replays)) and bool(matching(replays, ACLGRAPH_REPLAY).all())
 
 
 ITEM_READ = re.compile(r"^aten::(item|_local_scalar_dense)$")

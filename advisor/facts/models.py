@@ -523,6 +523,9 @@ class HostFact(Fact):
     launch_latency_us_median: Duration | None = Field(None, description="Median launch → device start delay (HostToDevice flows; GPU: correlation ids), µs.")
     launch_latency_us_p90: Duration | None = Field(None, description="90th percentile of that delay, µs.")
     tiny_kernel_share: Ratio | None = Field(None, description="Share of compute tasks shorter than launch_us_mean.")
+    replays_aclgraph_only: bool = Field(
+        False, description="The steps replay graphs and every replay is an aclgraph one (AscendCL@aclmdlRIExecute"
+        "[Async]: TorchAir reduce-overhead), none a GE graph's (aclmdlExecute: max-autotune).")
     single_op_kernels_only: bool = Field(
         False, description="Every compute kernel (kernel_details.csv, the DB's TASK; at Level0, whose kernel_details has "
         "no Model ID, the trace's device tasks) carries the Model ID 4294967295 of an operator launched on its own: "

@@ -759,7 +759,8 @@ def _first_collectives(ops: Columns | None) -> dict[int, float]:
     no trace gives the ProfilerStep window's."""
     if ops is None or not {"step", "start_us", "kind"} <= ops.keys():
         return {}
-    frame = pd.DataFrame({"step": ops["step"], "start": ops["start_us"], "kind": ops["kind"]}).dropna()
+    frame = pd.DataFrame({"step": pd.to_numeric(pd.Series(ops["step"]), errors="coerce"),
+                          "start": pd.to_numeric(pd.Series(ops["start_us"]), errors="coerce"), "kind": ops["kind"]}).dropna()
     frame = frame.loc[(frame["step"] >= 0) & (frame["kind"] == "collective")]
     return {int(step): float(start) for step, start in frame.groupby("step")["start"].min().items()}
 

@@ -521,7 +521,7 @@ def read_metadata(db: DbTables, path: Path) -> dict[str, Any] | None:
     return metadata
 
 
-_NPU_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,63}$")  # e.g. Ascend910B, Ascend910_9392
+_NPU_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # e.g. Ascend910B, Ascend910_9392
 
 
 @_per_table("the device's name (NPU_INFO)")
@@ -530,9 +530,9 @@ def read_npu_name(db: DbTables) -> str | None:
     without the table or a name shaped like one (anything else is not what the profiler writes, and is left out)."""
     if not db.has("NPU_INFO"):
         return None
-    db.require("NPU_INFO", ("id", "name"))
+    order = "id" if "id" in db.require("NPU_INFO", ("name",)) else "rowid"  # id only orders the devices
     names = db.frame("SELECT name FROM NPU_INFO WHERE typeof(name) = 'text' AND length(name) <= 64 "
-                     "ORDER BY id LIMIT 1")["name"]
+                     f"ORDER BY {order} LIMIT 1")["name"]
     name = str(names.iloc[0]).strip() if len(names) else ""
     return name if _NPU_NAME.match(name) else None
 

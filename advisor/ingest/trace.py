@@ -69,7 +69,8 @@ FRAMEWORK_OPS = API_OPS["ascend"]  # the framework ops whose calls the facts cou
 class _Args(msgspec.Struct, gc=False):
     name: Union[str, None] = None
     task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
-    model_id: Union[int, float, str, None] = msgspec.field(default=None, name="Model Id")
+    # raw: a value of any type or size (true, [..], 1e400) must not fail the task's args; read by _model_id
+    model_id: msgspec.Raw = msgspec.field(default=msgspec.Raw(b"null"), name="Model Id")
 
 
 class _NotifyArgs(msgspec.Struct, gc=False):
@@ -305,11 +306,17 @@ def _keep_tasks(tasks: list[tuple[_Event, msgspec.Raw]], rows: _Rows) -> int:
         if args is None:
             dropped += 1
         elif args.task_type is not None:
-            model = args.model_id if type(args.model_id) in (int, float) else None  # text: not an id
-            rows.device.append((e.pid, e.tid, intern(e.name or ""), intern(args.task_type), e.ts, e.dur, model))
+            rows.device.append((e.pid, e.tid, intern(e.name or ""), intern(args.task_type), e.ts, e.dur,
+                                _model_id(args.model_id)))
         else:  # the key was nested deeper: not a device task
             _keep_by_name(e, rows)
     return dropped
+
+
+def _model_id(raw: msgspec.Raw) -> int | None:
+    """A device task's Model Id: a plain non-negative integer (4294967295 for a single op), else None."""
+    digits = bytes(raw)
+    return int(digits) if digits.isdigit() and len(digits) <= 20 else None
 
 
 def _one_args(raw: bytes | msgspec.Raw) -> _Args | None:
