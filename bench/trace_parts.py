@@ -36,28 +36,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Union
 
 import msgspec
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class Minimal(msgspec.Struct, gc=False):
-    """The reference event: only the fields the facts read."""
-
-    ph: Union[str, None] = None
-    name: Union[str, None] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    ts: Union[float, None] = None
-    dur: Union[float, None] = None
-    cat: Union[str, None] = None
-    id: Union[int, str, None] = None
-
-
-class WithArgs(Minimal, gc=False):
-    args: msgspec.Raw = msgspec.Raw(b"null")
+def reference_events(event: type[msgspec.Struct]) -> tuple[type, type]:
+    """The reference decode's events: the reader's own event struct (the fields the facts read, args kept raw) and the
+    same fields without args."""
+    fields = [(f.name, f.type, f.default) for f in msgspec.structs.fields(event) if f.name != "args"]
+    return msgspec.defstruct("Minimal", fields, gc=False), event
 
 _WRAPPER = r"""
 import json, os, sys, time
@@ -159,8 +148,9 @@ def trace_split(trace: Path, source: Path, repeat: int) -> dict[str, float]:
             reader.read_trace(trace, [])
 
     data = trace.read_bytes()
-    minimal = msgspec.json.Decoder(list[Minimal], strict=False)
-    with_args = msgspec.json.Decoder(list[WithArgs], strict=False)
+    without_args, with_args_event = reference_events(reader._Event)
+    minimal = msgspec.json.Decoder(list[without_args], strict=False)
+    with_args = msgspec.json.Decoder(list[with_args_event], strict=False)
     count = len(minimal.decode(data))
 
     def once(function) -> float:
