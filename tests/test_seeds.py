@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -364,6 +366,36 @@ def test_seed_002_the_real_eager_capture_gets_no_superkernel(tmp_path):
     details = copy / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     details.write_bytes(details.read_bytes().replace(b"\n50,4294967295,", b"\n50,7,"))
     assert "superkernel.gate_unknown" in {f.id for f in diagnose(copy).findings}
+
+
+MAX_AUTOTUNE = {"execution_mode": "torchair-max-autotune"}
+
+
+@pytest.mark.parametrize(("npu", "context", "fired"), [
+    ("Ascend910_9392", None, "superkernel.mode_unknown"),
+    ("Ascend910_9392", MAX_AUTOTUNE, "superkernel.short_kernels"),
+    ("Ascend910B", None, None),
+    ("Ascend910B", {**MAX_AUTOTUNE, "chip": "Atlas A3"}, None)])
+def test_seed_002_the_db_exports_chip_settles_superkernels_chip(tmp_path, npu, context, fired):
+    """Seed 002 (Atlas A3 only): the real DB export with its kernels given a graph's modelId and NPU_INFO naming
+    an A3 chip asks for the execution mode alone (review, 2026-11-28: it asked for `--context chip` too); with the
+    mode given it prescribes, the chip read from NPU_INFO; an A2 chip keeps every SuperKernel rule quiet, whatever
+    --context says."""
+    real = Path(__file__).parent / "fixtures" / "ascend-more" / "db-level1-2ranks" / "rank0_ascend_pt"
+    copy = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(real, copy)
+    with closing(sqlite3.connect(copy / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")) as db, db:
+        db.execute("UPDATE TASK SET modelId = 7")
+        db.execute("UPDATE NPU_INFO SET name = ?", (npu,))
+    findings = {f.id: f for f in diagnose(copy, context=context).findings}
+    superkernel = {"superkernel.gate_unknown", "superkernel.short_kernels", "superkernel.mode_unknown"}
+    assert set(findings) & superkernel == ({fired} if fired else set())
+    if fired == "superkernel.mode_unknown":
+        assert "(NPU_INFO: Ascend910_9392)" in findings[fired].explanation
+        assert "pass `--context` with `execution_mode` to confirm" in findings[fired].explanation
+    if fired == "superkernel.short_kernels":
+        checks = {c.detail for p in findings[fired].prescriptions for c in p.preconditions}
+        assert "profile: NPU_INFO Ascend910_9392: Atlas A3" in checks
 
 
 def test_seed_002_a_level0_capture_tells_single_ops_by_its_trace():
