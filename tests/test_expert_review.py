@@ -86,11 +86,12 @@ def test_aclop_time_inside_a_dequeue_is_not_launch_time(reports):
 
 def test_a_first_call_launch_is_set_up_not_launch_overhead(reports):
     """hta-amd: one 6.5 ms hipLaunchKernel loads a code object. Left out, 13 launches explain 650 µs of the 8.8 ms
-    wait, so no launch-bound finding and no CUDA-graph advice: the host is inside aten::add_."""
+    wait, so no launch-bound finding and no CUDA-graph advice. The load is nested in aten::add_, but it is not that
+    operator's host work either (second review, 2026-11-28): the activity names it, and the top operator is another."""
     report = reports(KINETO / "hta-amd_trace")
     idle = _fact(report, "idle")
     assert idle["launches_per_step"] == 13.0 and idle["launch_explained_us"] == pytest.approx(650.0)
-    assert idle["dispatch_top_operator"] == "aten::add_"
+    assert idle["dispatch_top_operator"] != "aten::add_" and idle["dispatch_in_first_calls_us"] > 6500
     assert "gpu.launch_bound" not in [f.id for f in report.findings]
 
 

@@ -220,6 +220,8 @@ def test_no_prescription_contradicts_the_profile(shipped, name):
             assert not any(re.match(r"^(cuda|hip)GraphLaunch|AscendCL@aclmdl(RI)?Execute", n) for n in runtime), where
         if prescription.id == "gpu.cuda_graphs" and any("reduce-overhead" in a or "CUDAGraph" in a for a in prescription.actions):
             assert not any("sparse_data_dist" in n for n in cpu), where  # TorchRec's pipeline: shapes change per batch
+        if any("TBE" in action for action in prescription.actions):  # fusing the tables, where FBGEMM TBE runs already
+            assert not any("split_embedding" in k for k in kernels), where
         if any(action.startswith(("vLLM:", "SGLang:")) for action in prescription.actions):  # an engine's flags
             frames = _names(path, "python_function")
             assert not frames or any(n.startswith(("vllm/", "sglang/")) for n in frames), where

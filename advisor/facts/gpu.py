@@ -119,8 +119,9 @@ SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
 
 
 # Kernels that convert tensors between dtypes (autocast's per-op casts, .to(dtype), .float()) and between memory
-# layouts (cuDNN's NCHW↔NHWC transposes around convolutions), by their names in PyTorch and cuDNN.
-CAST_KERNEL = re.compile(r"LoadWithCast|StoreWithCast|(bfloat16|float16|half)_copy_kernel|_to_copy_kernel_cast")
+# layouts (cuDNN's NCHW↔NHWC transposes around convolutions), by their names in PyTorch and cuDNN. A cast is a copy
+# kernel: an element-wise kernel that loads with a cast to do its own math (CUDAFunctor_add on mixed dtypes) is not.
+CAST_KERNEL = re.compile(r"(bfloat16|float16|half)_copy_kernel|_to_copy_kernel_cast|copy_kernel.*(Load|Store)WithCast")
 LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|NCHW2NHWC|NHWC2NCHW", re.IGNORECASE)
 
 
@@ -163,6 +164,8 @@ GRADIENT_SYNC = ("all-reduce", "reduce-scatter", "all-gather")  # what data para
 
 
 SPARSE_DIST_PIPELINE = re.compile(r"## (?:wait_)?sparse_data_dist ##")  # TorchRec's TrainPipelineSparseDist stages
+# FBGEMM's table-batched embedding (TBE) kernels: the tables already looked up together, forward and backward
+TBE_KERNEL = re.compile(r"split_embedding_(backward_)?codegen")
 COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|ucc|c10d):")  # the process group's op that launched a collective
 
 
@@ -258,6 +261,7 @@ def gpu_summary(gpu: pd.DataFrame, runtime: pd.DataFrame, steps: int, cpu: pd.Da
         **copy_summary(copies, steps),
         **exposed_communication(gpu, runtime, cpu, steps),
         "sparse_dist_pipelined": bool(matching(cpu["name"], SPARSE_DIST_PIPELINE, search=True).any()),
+        "fused_embedding_lookups": bool(matching(gpu.loc[gpu["kind"] == "compute", "name"], TBE_KERNEL, search=True).any()),
         "memcpy_us_per_step": float(copies["dur"].sum()) / steps,
         "max_queue_length": max_queue_length(gpu, runtime),
     }

@@ -265,11 +265,16 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     # thread's whole host path per operator: while it runs, the main thread's operators (a read-back waiting for the
     # device to drain) are not where the device's wait comes from
     task_queue = EMPTY if queued else spans(trace.host.loc[matching(trace.host["name"], names.queued_launch)])
+    # a first-call launch loads its kernel's module (once per process): inside the operator that launched it, that is
+    # neither launching nor the operator's own host work
+    loading = spans(apis.loc[apis.index.intersection(first_calls)])
+    not_the_operators = union(np.concatenate([task_queue, loading]))
     activity = {"launch_calls": launching_only,
                 "graph_launches": spans(apis.loc[matching(apis["name"], names.graph_launch)]),
                 "aclop": aclop,
                 **({"task_queue": task_queue} if len(task_queue) else {}),
-                **({"operators": subtract(spans(operators), task_queue)} if operators is not None else {})}
+                **({"first_calls": loading} if len(loading) else {}),
+                **({"operators": subtract(spans(operators), not_the_operators)} if operators is not None else {})}
 
     def split(idle: np.ndarray) -> IdleSplit:
         return attribute_idle(idle, busy, host, syncs, copies, tasks, item_spans, copy_spans, pageable, activity)
@@ -305,7 +310,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     in_calls = 0.0 if queued else within["dispatch_in_launch_calls"]
     explained = min(per_step["dispatch"], max(launches * per_launch, in_calls))
     outside_launches = max(per_step["dispatch"] - within["dispatch_in_launch_calls"], 0.0)
-    top, top_us = _top_operator(subtract(found.late, task_queue), operators) if operators is not None else (None, None)
+    top, top_us = _top_operator(subtract(found.late, not_the_operators), operators) if operators is not None else (None, None)
     python = rank.kineto.python if rank.kineto is not None else None
     waiting = union(np.concatenate([intersect(typical_idle, syncs), subtract(found.late, launching_only)]))
     in_python = _python_in(waiting, inside(python, typical)) if python is not None and len(python) else None
@@ -330,6 +335,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         host_wait_outside_launches_us=outside_launches + per_step["sync"],
         host_wait_outside_launches_share_of_step=share(outside_launches + per_step["sync"], step),
         dispatch_in_graph_launches_us=within["dispatch_in_graph_launches"], dispatch_in_aclop_us=within["dispatch_in_aclop"],
+        dispatch_in_first_calls_us=within.get("dispatch_in_first_calls", 0.0),
         dispatch_in_task_queue_us=within.get("dispatch_in_task_queue", 0.0),
         dispatch_in_operators_us=within.get("dispatch_in_operators"), dispatch_top_operator=top,
         dispatch_top_operator_us=top_us,
@@ -360,7 +366,8 @@ def _pageable_spans(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
 def _host_activity(dispatch: float, within: dict[str, float], top: str | None, top_us: float | None,
                    every_operator: bool) -> str | None:
     """What the host does while the device waits for its launches, in words (None without dispatch idle): time in
-    launch calls (graph launches among them), in the Ascend aclop path, in framework operators (the top one named), and
+    launch calls (graph launches among them), in first-call launches (module loading), in the Ascend aclop path, in
+    framework operators (the top one named), and
     the rest — outside any recorded operator where the trace records them all, else unknown."""
     if dispatch <= 0:
         return None
@@ -372,6 +379,9 @@ def _host_activity(dispatch: float, within: dict[str, float], top: str | None, t
     if within.get("dispatch_in_task_queue"):
         parts.append(f"inside the task queue's per-operator launches (Dequeue@, the launch thread's host path for each "
                      f"operator) {within['dispatch_in_task_queue']:,.0f} µs")
+    if within.get("dispatch_in_first_calls"):
+        parts.append(f"inside first-call launches (a kernel's module loaded on its first use, once per process) "
+                     f"{within['dispatch_in_first_calls']:,.0f} µs")
     if within["dispatch_in_aclop"] > 0:
         parts.append(f"inside AscendCL@aclopCompileAndExecute (the legacy aclop operator path) "
                      f"{within['dispatch_in_aclop']:,.0f} µs")
