@@ -69,7 +69,11 @@ def test_with_workers_the_gpu_waits_for_launches_not_data(reports):
     # trace), the host blocked in cudaMemcpyAsync from pageable memory ~3 ms, Optimizer.step's loop 0.6 ms
     assert [f.id for f in report.findings[:3]] == ["gpu.cuda_core_gemm", "gpu.launch_bound", "optimizer.zero_grad_kernels"]
     copies = by_id["gpu.pageable_copies"]
-    assert copies.gain_basis == "measured" and 2_500 <= copies.estimated_gain_us <= 3_500
+    assert copies.gain_basis == "assumed" and 2_500 <= copies.estimated_gain_us <= 3_500
+    # an upper bound (second review, 2026-11-28): the batch's copy gates the forward, so pinning alone does not take it
+    # off the GPU's path; copying the next batch on a side stream while the step computes does
+    assert "That is an upper bound" in copies.explanation
+    assert any("side stream" in action for p in copies.prescriptions for action in p.actions)
     assert 10_000 <= by_id["gpu.launch_bound"].estimated_gain_us <= 17_000
     zero_grad = by_id["optimizer.zero_grad_kernels"]
     assert zero_grad.gain_basis == "measured" and zero_grad.estimated_gain_us == pytest.approx(6_510, rel=0.05)
