@@ -215,7 +215,7 @@ def test_the_real_db_export_agrees_with_the_text_export_of_the_same_job(rulebook
     * rank 1's profiler DB has no OVERLAP_ANALYSIS table (rank 0's has): its lanes are rebuilt from TASK ⋈
       COMPUTE_TASK_INFO and COMMUNICATION_OP as CANN computes them, so its idle time includes the Preparing stretch
       where its blocking copy and DataLoader sit, and io.blocking_copies is measured on both ranks, as in the text
-      export (8.9 ms against 10.4 ms a step: high in both);
+      export (4.6 ms against 6.6 ms a step while the host waits in the copies: medium in both);
     * in the DB capture the task queue launched the optimizer's ForeachAddList kernels 5 ms after Optimizer.step
       ended, so the launches inside it are backward kernels; the capture's own multi-tensor kernels then say the
       optimizer is foreach (a review found optimizer.unfused_step firing on the DB export only);
@@ -252,8 +252,8 @@ def test_the_real_db_export_agrees_with_the_text_export_of_the_same_job(rulebook
     db_report, text_report = diagnose(REAL_DB, rulebook=rulebook), diagnose(REAL, rulebook=rulebook)
     top = {f.id for f in text_report.findings[:5]}
     assert {f.id for f in db_report.findings[:5]} == top and db_report.findings[0].id == text_report.findings[0].id
-    assert [f.severity for f in text_report.findings if f.id == "io.blocking_copies"] == ["high"]
-    assert [(f.severity, f.ranks) for f in db_report.findings if f.id == "io.blocking_copies"] == [("high", [0, 1])]
+    assert [f.severity for f in text_report.findings if f.id == "io.blocking_copies"] == ["medium"]
+    assert [(f.severity, f.ranks) for f in db_report.findings if f.id == "io.blocking_copies"] == [("medium", [0, 1])]
     assert {f.id for f in db_report.findings} == {f.id for f in text_report.findings}
     assert "optimizer.unfused_step" not in {f.id for f in db_report.findings}
 

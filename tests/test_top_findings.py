@@ -35,7 +35,8 @@ def test_the_real_two_rank_capture():
     """Both ranks wait ~73 ms together in one AllReduce whose group has 8 members, 2 of them profiled: the wait is for
     ranks outside the capture (96 ms of a 153 ms step, measured). Each step starts with 18–20 ms of Preparing before
     the first device task: the DataLoader (3.5 ms), then a `.to()` of the batch whose stream synchronisation (inside
-    aten::_to_copy) leaves the device idle ~10 ms — a blocking copy, measured. Next the device idles ~25 ms waiting for
+    aten::_to_copy) leaves the device idle ~10 ms — a blocking copy, measured: 6–7 ms while the host waits in it,
+    the rest after it returns. Next the device idles ~25 ms waiting for
     work launched after it drained, but 191 launches at their measured 21 µs explain only ~4 ms (graph mode's share,
     host.many_small_kernels): the rest is host work — 3 ms of it in AscendCL@aclopCompileAndExecute, the legacy aclop
     path, whose fix (jit_compile=False) leads host.host_work's prescription, and most inside aten ops (~130 µs of host
@@ -46,7 +47,10 @@ def test_the_real_two_rank_capture():
     report = diagnose(REAL)
     assert _top(report, 3) == ["cluster.straggler_outside_capture", "host.host_work", "io.blocking_copies"]
     assert [f.gain_basis for f in report.findings[:3]] == ["measured"] * 3
-    assert 9_000 < report.findings[2].estimated_gain_us < 12_000 and report.findings[2].severity == "high"
+    # the blocking copy: the device's idle while the host waits in it (7.2 ms on rank 1, 6.1 on rank 0); the 3.7–3.9 ms
+    # after it returns, until the forward is queued, is named but not counted (second review, 2026-11-28)
+    assert 6_000 < report.findings[2].estimated_gain_us < 7_000 and report.findings[2].severity == "medium"
+    assert "3,890 µs of it after they had returned" in report.findings[2].explanation
     assert report.findings[1].instrumented_by == ["with_stack", "record_shapes"] and report.findings[1].severity == "high"
     assert report.findings[1].prescriptions[0].actions[0].startswith("The legacy aclop path")
     (small,) = [f for f in report.findings if f.id == "host.many_small_kernels"]

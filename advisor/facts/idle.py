@@ -53,12 +53,12 @@ def spans(frame: pd.DataFrame) -> np.ndarray:
     return union(np.column_stack([frame["ts"].to_numpy(float), (frame["ts"] + frame["dur"]).to_numpy(float)]))
 
 
-def after_syncs(calls: pd.DataFrame, busy: np.ndarray) -> np.ndarray:
+def after_syncs(calls: pd.DataFrame, busy: np.ndarray, returned: bool = False) -> np.ndarray:
     """The idle each synchronisation that blocked (DRAIN_WAIT_US or longer) leaves: from when the device ran out of the
     work it waited for — the end of the last device work that started before the call returned, or the call's start —
     to the next start of device work after it. Gaps between kernels the device was still draining while the host
     waited are not the sync's (the host was not what they waited for), nor is idle after a sync that found nothing
-    to wait for."""
+    to wait for. ``returned``: only the part after the call returned, while the host queues new work."""
     blocking = calls.loc[calls["dur"] >= DRAIN_WAIT_US]
     if blocking.empty:
         return EMPTY
@@ -71,6 +71,7 @@ def after_syncs(calls: pd.DataFrame, busy: np.ndarray) -> np.ndarray:
     after = np.searchsorted(busy_starts, ends, side="left")  # the next device work that starts after the return
     resume = np.where(after < len(busy_starts), busy_starts[np.minimum(after, max(len(busy_starts) - 1, 0))]
                       if len(busy_starts) else ends, ends)
+    begin = np.maximum(begin, ends) if returned else begin
     return union(np.column_stack([begin, np.maximum(resume, begin)]))
 
 
@@ -256,6 +257,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
     launching = launch_calls(apis, trace.host, names).drop(first_calls, errors="ignore")
 
     syncs, item_spans, copy_spans = (after_syncs(calls, busy) for calls in (program_syncs, item_syncs, copy_syncs))
+    copy_refills = after_syncs(copy_syncs, busy, returned=True)
     aclop = spans(apis.loc[matching(apis["name"], names.operator_execution)])
     # a task queue's launch (Dequeue@, where the runtime's launch calls are not recorded) runs the operator's whole host
     # path, aclop's compile-and-execute included, which is not launching
@@ -326,6 +328,7 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         largest_part=largest, largest_share_of_idle=share(per_step[largest], idle) if largest else 0.0,
         dataloader_share_of_idle=share(per_step["dataloader"], idle), item_sync_us=found.sub["item_sync"] / count,
         copy_sync_us=found.sub["copy_sync"] / count, pageable_copy_us=found.sub["pageable_copy"] / count,
+        copy_sync_after_return_us=length(intersect(found.stretches["copy_sync"], copy_refills)) / count,
         launches_per_step=launches, launch_explained_us=explained, dispatch_per_launch_us=per_kernel,
         launch_explained_share=(share(explained, per_step["dispatch"])  # unknown where no launch is recorded
                                 if per_step["dispatch"] > 0 and len(launching) else None),

@@ -754,6 +754,7 @@ class IdleFact(Fact):
     sync_us: Duration = Field(description="Idle from a host synchronisation until the device gets its next task, µs per step.")
     item_sync_us: Duration = Field(0.0, description="The part of sync_us after the synchronisations of .item() reads, µs per step.")
     copy_sync_us: Duration = Field(0.0, description="The part of sync_us after the synchronisations of blocking copies between host and device (.to(), .cpu()), µs per step.")
+    copy_sync_after_return_us: Duration = Field(0.0, description="The part of copy_sync_us after those calls had returned, until the device's next work started: the host queueing new work, which would also go only where the host then ran ahead of the device, µs per step.")
     copy_us: Duration = Field(description="Idle except for memory copies on the device, µs per step.")
     pageable_copy_us: Duration = Field(0.0, description="The part of copy_us under copies from or to pageable host memory and the host's calls that make them, µs per step: what pinned memory would take away.")
     dispatch_us: Duration = Field(description="Idle before a task launched only after the device had drained, µs per step.")
