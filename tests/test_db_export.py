@@ -354,3 +354,34 @@ def test_npu_info_without_its_id_column_is_still_read(tmp_path):
     report = diagnose(copy)
     assert report.status == "complete"
     assert [(f["npu_name"], f["chip"]) for f in report.facts if f["type"] == "context"] == [("Ascend910_9392", "Atlas A3")]
+
+
+@pytest.mark.parametrize("damage", [
+    "",  # an export: STRING_IDS lists every name, so the kept rows are read in one pass
+    "UPDATE PYTORCH_API SET name = name + 900000 WHERE rowid % 7 = 0; "
+    "UPDATE CANN_API SET name = NULL WHERE rowid % 5 = 0",
+    "UPDATE TASK_PMU_INFO SET name = CAST(name AS TEXT) WHERE rowid % 3 = 0; "
+    "UPDATE COMMUNICATION_TASK_INFO SET taskType = 'Notify_Wait' WHERE rowid % 4 = 0",
+    "INSERT INTO STRING_IDS VALUES (-9223372036854775808, 'aten::mm'); "
+    "UPDATE PYTORCH_API SET name = -9223372036854775808 WHERE rowid % 10 = 0; "
+    "UPDATE PYTORCH_API SET name = NULL WHERE rowid % 10 = 1"])
+def test_kept_rows_read_in_one_pass_are_those_that_grouping_the_names_first_reads(tmp_path, monkeypatch, damage):
+    """Issue 30 (fourth pass): the host events, runtime calls, PMU ratios and Notify_Wait tasks read in the pass that
+    looks for names STRING_IDS does not list give the tables and warnings of grouping those names first, on the real
+    rank and with unlisted names (an id STRING_IDS lacks, NULL, text, and the id the one pass reads a non-id as)."""
+    import pandas as pd
+
+    from advisor.ingest.db import DbTables
+
+    copy = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(REAL_DB / "rank0_ascend_pt", copy)
+    with closing(sqlite3.connect(copy / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")) as db, db:
+        db.executescript(damage)
+    one_pass = load_profile(copy)
+    monkeypatch.setattr(DbTables, "kept_rows", lambda *_args: None)
+    grouped = load_profile(copy)
+    assert one_pass.coverage == grouped.coverage
+    (read,), (expected,) = one_pass.ranks, grouped.ranks
+    pd.testing.assert_frame_equal(read.kernels.frame, expected.kernels.frame, check_exact=True)
+    for part in ("host", "apis", "device", "overlap", "launches", "notify"):
+        pd.testing.assert_frame_equal(getattr(read.trace, part), getattr(expected.trace, part), check_exact=True)

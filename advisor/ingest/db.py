@@ -156,6 +156,14 @@ class DbTables:
         Python object per value kept."""
         return self._run(query, lambda: np.fromiter(self.connection.execute(query, params), dtype=dtype))
 
+    def id_rows(self, source: str, column: str, read_as: str, fields: list[tuple[str, str, str]], condition: str,
+                params: list[object]) -> np.ndarray:
+        """``array`` of ``column`` (ids, read as the SQL ``read_as``) and ``fields`` (name, SQL, dtype) in the rows of
+        ``source`` (a table ``NOT INDEXED``, read in its order, or a join) that meet ``condition``."""
+        return self.array(f"SELECT {read_as}, {', '.join(sql for _name, sql, _dtype in fields)} FROM {source} "
+                          f"WHERE {condition}", params,
+                          [(column, "i8"), *((name, dtype) for name, _sql, dtype in fields)])
+
     def rows(self, query: str) -> list[tuple[Any, ...]]:
         """The rows of ``query`` as SQLite gives them (ints, floats, text, blobs, None), for a few rows only."""
         return self._run(query, lambda: self.connection.execute(query).fetchall())
@@ -190,13 +198,18 @@ class DbTables:
         self.count_non_numbers(table, [c for c in numbers if c in present])
         condition, params = where or ("", [])
         names = [c for c in required if c not in numbers]
-        if (where and not optional and len(names) == 1 and condition.startswith(f"({names[0]} IN (")
-                and "IS NULL" not in condition and all(type(p) is int for p in params)
-                and all((table, c) in self._plain for c in numbers if c in required)):
+        integers = not optional and all((table, c) in self._plain for c in numbers if c in required)
+        if (integers and where and len(names) == 1 and condition.startswith(f"({names[0]} IN (")
+                and "IS NULL" not in condition and all(type(p) is int for p in params)):
             # every column an integer: read as NumPy columns, not a Python object per value (the name ids are the
             # integers the condition lists, or REALs equal to them, which name the same)
-            found = self.array("SELECT " + ", ".join(f"CAST({c} AS INTEGER)" for c in required)
-                               + f" FROM {table} NOT INDEXED WHERE {condition}", params, [(c, "i8") for c in required])
+            found = self.id_rows(f"{table} NOT INDEXED", names[0], f"CAST({names[0]} AS INTEGER)",
+                                 _integers([c for c in required if c != names[0]]), condition, params)
+            return pd.DataFrame({c: found[c] for c in required})
+        if integers and not where and not names and all(self._dtypes[(table, c)] == "int64" for c in required):
+            # every row's every column an integer (int64: the table has rows): as NumPy columns too
+            found = self.array(f"SELECT {', '.join(sql for _name, sql, _dtype in _integers(required))} FROM {table}",
+                               [], [(c, "i8") for c in required])
             return pd.DataFrame({c: found[c] for c in required})
         frame = self.frame("SELECT " + ", ".join(
             (self.number(table, c) if c in numbers else c) if c in present else f"NULL AS {c}" for c in [*required, *optional])
@@ -329,6 +342,35 @@ class DbTables:
         chosen += [value for value, name in zip(values, names) if keep(name)]
         return _one_of(column, chosen, most)
 
+    def kept_rows(self, source: str, column: str, keep: Callable[[str], bool],
+                  fields: list[tuple[str, str, str]]) -> np.ndarray | None:
+        """The rows of ``source`` (as ``id_rows``) whose ``column`` holds an id STRING_IDS lists for a name passing
+        ``keep``, as a record array of ``column`` (the id) and ``fields`` (name, SQL, dtype), read in the pass that
+        looks for the values STRING_IDS does not list (``_unlisted``) instead of after ``kept`` grouped them: the kept
+        ids skip that look-up. None where any such value came back (none in an export: ``kept`` then counts them and
+        selects by name), where the ids cannot stand for the names or none or too many pass, or where the pass is
+        stopped or refused."""
+        listed = self._listed_names()
+        chosen: list[object] = [i for i, name in listed.items() if keep(name)] if listed is not None else []
+        most = self.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        if not 0 < len(chosen) <= most or _NOT_AN_ID in chosen:
+            return None
+        try:
+            found = self.id_rows(source, column, _listed_id(column), fields,
+                                 f"{column} IN ({', '.join('?' * len(chosen))}) OR {_unlisted(column)}", chosen)
+        except FileProblem:  # kept's queries meet the same and say so in their place
+            return None
+        return found if np.isin(found[column], chosen).all() else None
+
+    def select_kept(self, table: str, column: str, keep: Callable[[str], bool],
+                    numbers: tuple[str, ...]) -> pd.DataFrame:
+        """``select`` of ``column`` and ``numbers`` in the rows whose ``column`` names pass ``keep``: where the numbers
+        are plain, as NumPy columns in one pass (``kept_rows``), else the rows ``kept`` selects."""
+        if (all((table, c) in self._plain for c in numbers)
+                and (found := self.kept_rows(f"{table} NOT INDEXED", column, keep, _integers(numbers))) is not None):
+            return pd.DataFrame({c: found[c] for c in (column, *numbers)})
+        return self.select(table, [column, *numbers], numbers=numbers, where=self.kept(table, column, keep))
+
     def _listed_names(self) -> dict[int, str] | None:
         """STRING_IDS as id → name (NULL read as "", as ``text`` gives it), where every id is an integer and every name
         text or NULL, so that an integer of a name column stands for the name when ``SELECT id FROM STRING_IDS`` holds
@@ -402,21 +444,40 @@ def _plain(column: str) -> str:
     """SQL: ``column`` holds an integer, or text that is exactly an integer's decimal form (torch_npu writes
     PYTORCH_API's times so): ``_number`` reads it as that integer, and the checks of ``count_non_numbers`` pass it.
     Comparing two TEXT expressions compares the text (no affinity conversion). One CASE: an integer costs one typeof."""
-    return (f"(CASE typeof({column}) WHEN 'integer' THEN 1 WHEN 'text' THEN CAST(CAST({column} AS INTEGER) AS TEXT) "
-            f"= CAST({column} AS TEXT) ELSE 0 END)")
+    return f"(CASE typeof({column}) WHEN 'integer' THEN 1 WHEN 'text' THEN {_integer_text(column)} ELSE 0 END)"
+
+
+def _integer_text(column: str) -> str:
+    """SQL: the text in ``column`` is exactly its integer's decimal form."""
+    return f"CAST(CAST({column} AS INTEGER) AS TEXT) = CAST({column} AS TEXT)"
 
 
 def _value_class(column: str, packed: bool = True) -> str:
     """SQL counted by SUM in ``count_non_numbers``: 0 for a plain value (``_plain``), 1 for any other, plus
-    2^_CLASS_BITS (``packed``) for one of the rest (``_other``: ±inf, text that is no integer's decimal form, a blob)."""
+    2^_CLASS_BITS (``packed``) for one of the rest (``_other``: ±inf, text that is no integer's decimal form, a blob).
+    One ``typeof`` per value, whatever its storage class (a REAL took four)."""
     rest = f"{1 + (1 << _CLASS_BITS)}" if packed else "1"
-    return (f"CASE WHEN {_plain(column)} THEN 0 WHEN typeof({column}) = 'null' THEN 1 WHEN typeof({column}) = 'real' "
-            f"AND abs({column}) <= {_FINITE} THEN 1 ELSE {rest} END")
+    return (f"CASE typeof({column}) WHEN 'integer' THEN 0 WHEN 'text' THEN CASE WHEN {_integer_text(column)} THEN 0 "
+            f"ELSE {rest} END WHEN 'real' THEN CASE WHEN abs({column}) <= {_FINITE} THEN 1 ELSE {rest} END "
+            f"WHEN 'null' THEN 1 ELSE {rest} END")
 
 
 def _unlisted(column: str) -> str:
     """SQL: ``column`` holds anything but an id that STRING_IDS lists (``DbTables._listed_names``)."""
     return f"(CASE typeof({column}) WHEN 'integer' THEN {column} NOT IN (SELECT id FROM STRING_IDS) ELSE 1 END)"
+
+
+def _integers(columns: list[str] | tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """``DbTables.id_rows`` fields reading plain ``columns`` (``count_non_numbers``) as int64."""
+    return [(c, f"CAST({c} AS INTEGER)", "i8") for c in columns]
+
+
+_NOT_AN_ID = -(1 << 63)  # what _listed_id reads for a value that is no integer
+
+
+def _listed_id(column: str) -> str:
+    """SQL: ``column``'s integer, ``_NOT_AN_ID`` for any other value (NULL, text, a REAL, a blob)."""
+    return f"CASE typeof({column}) WHEN 'integer' THEN {column} ELSE {_NOT_AN_ID} END"
 
 
 def _other(column: str) -> str:
@@ -597,16 +658,7 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
         db.warnings.append(f"{nameless} compute task(s) in COMPUTE_TASK_INFO have neither a name nor an operator type "
                            "(NULL ids): counted as kernels without name or type")
     if db.has("TASK_PMU_INFO"):
-        required, numbers = ["globalTaskId", "name", "value"], ("globalTaskId", "value")
-        db.require("TASK_PMU_INFO", required)
-        db.count_non_numbers("TASK_PMU_INFO", list(numbers))
-        ratio = db.kept("TASK_PMU_INFO", "name", lambda name: str(name).endswith("_ratio"))  # the only ones kept
-        ratios = _pmu_ratios(db, ratio)
-        if ratios is None:
-            pmu = db.select("TASK_PMU_INFO", required, numbers=numbers, where=ratio)
-            if not pmu.empty:
-                pmu["name"] = db.text(pmu["name"], warn=False)
-                ratios = pmu.pivot_table(index="globalTaskId", columns="name", values="value", aggfunc="first")
+        ratios = _pmu_ratios(db, lambda name: str(name).endswith("_ratio"))  # the only ones kept
         if ratios is not None:
             ratios = ratios.reindex(tasks["globalTaskId"]).reset_index(drop=True)
             for column in ratios.columns:
@@ -621,25 +673,42 @@ def read_kernels(db: DbTables, path: Path) -> CsvTable | None:
                   ("step", "name", "type", "accelerator_core", "input_shapes", "input_dtypes"))
 
 
-def _pmu_ratios(db: DbTables, ratio: tuple[str, list[object]] | None) -> pd.DataFrame | None:
-    """The kept TASK_PMU_INFO rows pivoted as ``pivot_table(index="globalTaskId", columns="name", values="value",
-    aggfunc="first")`` does (the first number of each task and name in the table's order, a name without one left
-    out), read as NumPy columns instead of a frame of Python objects. None where that does not apply: ids of tasks
-    that are not plain integers, or names that are no ids STRING_IDS lists (the caller pivots the frame)."""
+def _pmu_ratios(db: DbTables, keep: Callable[[str], bool]) -> pd.DataFrame | None:
+    """The TASK_PMU_INFO rows whose names pass ``keep``, pivoted as ``pivot_table(index="globalTaskId",
+    columns="name", values="value", aggfunc="first")`` does. Where the task ids are plain integers and the names ids
+    STRING_IDS lists, read as NumPy columns (in one pass where STRING_IDS lists every name, ``kept_rows``) and pivoted
+    by ``_first_values``; else the frame of the rows ``kept`` selects is pivoted (None where it is empty)."""
+    required, numbers = ["globalTaskId", "name", "value"], ("globalTaskId", "value")
+    db.require("TASK_PMU_INFO", required)
+    db.count_non_numbers("TASK_PMU_INFO", list(numbers))
+    plain = ("TASK_PMU_INFO", "globalTaskId") in db._plain
+    fields = [*_integers(["globalTaskId"]), ("value", db.number("TASK_PMU_INFO", "value", bare=True), "f8")]
     listed = db._listed_names()
-    if (ratio is None or listed is None or ("TASK_PMU_INFO", "globalTaskId") not in db._plain
-            or not all(type(value) is int and value in listed for value in ratio[1]) or "IS NULL" in ratio[0]):
+    source = "TASK_PMU_INFO NOT INDEXED"
+    if listed is not None and plain and (found := db.kept_rows(source, "name", keep, fields)) is not None:
+        return _first_values(found, listed)
+    ratio = db.kept("TASK_PMU_INFO", "name", keep)
+    listed = db._listed_names()
+    if (plain and ratio is not None and listed is not None and "IS NULL" not in ratio[0]
+            and all(type(value) is int and value in listed for value in ratio[1])):
+        return _first_values(db.id_rows(source, "name", "CAST(name AS INTEGER)", fields, *ratio), listed)
+    pmu = db.select("TASK_PMU_INFO", required, numbers=numbers, where=ratio)
+    if pmu.empty:
         return None
-    condition, params = ratio
-    found = db.array(f"SELECT CAST(globalTaskId AS INTEGER), CAST(name AS INTEGER), "
-                     f"{db.number('TASK_PMU_INFO', 'value', bare=True)} FROM TASK_PMU_INFO NOT INDEXED WHERE {condition}",
-                     params, [("task", "i8"), ("name", "i8"), ("value", "f8")])
+    pmu["name"] = db.text(pmu["name"], warn=False)
+    return pmu.pivot_table(index="globalTaskId", columns="name", values="value", aggfunc="first")
+
+
+def _first_values(found: np.ndarray, listed: dict[int, str]) -> pd.DataFrame:
+    """The records of task ids (``globalTaskId``), name ids (``name``) and values pivoted with ``first`` semantics in
+    NumPy: the first valid value of each task and name in table order, two ids of one name one column, a name without
+    a value no column."""
     found = found[~np.isnan(found["value"])]
     ids = np.unique(found["name"])
     names = sorted({listed[int(i)] for i in ids})  # two ids of one name are one column, as pivot_table has it
     position = {name: k for k, name in enumerate(names)}
     column = np.array([position[listed[int(i)]] for i in ids], dtype=np.int64)[np.searchsorted(ids, found["name"])]
-    tasks, row = np.unique(found["task"], return_inverse=True)
+    tasks, row = np.unique(found["globalTaskId"], return_inverse=True)
     first = np.unique(row * len(names) + column, return_index=True)[1]  # the first row of each task and name
     values = np.full((len(tasks), len(names)), np.nan)
     values[row[first], column[first]] = found["value"][first]
@@ -749,20 +818,32 @@ def _has_columns(db: DbTables, table: str, *columns: str) -> bool:
 def _notify_waits(db: DbTables) -> pd.DataFrame:
     """The HCCL Notify_Wait tasks (COMMUNICATION_TASK_INFO ⋈ TASK) with the group-local rank each waits for, its
     dstRank, as trace_view's Notify_Wait events name it (``dst rank``); only the joined rows of the task types named
-    Notify_Wait are read (``DbTables.kept``, which counts the ids STRING_IDS lacks over every joined row)."""
+    Notify_Wait are read: in one pass (``kept_rows``) where the numbers are plain and STRING_IDS lists every type,
+    else (and where there are none, typed as before) the rows ``kept`` selects, counting the ids STRING_IDS lacks."""
     if not db.has("COMMUNICATION_TASK_INFO"):
         return pd.DataFrame(columns=NOTIFY_COLUMNS)
     db.require("COMMUNICATION_TASK_INFO", ("globalTaskId", "taskType", "dstRank"))
     db.count_non_numbers("COMMUNICATION_TASK_INFO", ["dstRank"])
     joined = "COMMUNICATION_TASK_INFO i JOIN TASK t ON i.globalTaskId = t.globalTaskId"
-    condition, params = db.kept(joined, "i.taskType", lambda name: name == NOTIFY_WAIT) or ("1", [])
-    waits = db.frame(f"SELECT i.taskType, {db.number('TASK', 't.startNs')}, {db.number('TASK', 't.endNs')}, "
-                     f"{db.number('COMMUNICATION_TASK_INFO', 'i.dstRank')} FROM {joined} WHERE {condition}", params)
+    numbers = (("TASK", "t.startNs"), ("TASK", "t.endNs"), ("COMMUNICATION_TASK_INFO", "i.dstRank"))
+    plain = all((table, c.partition(".")[2]) in db._plain for table, c in numbers)
+    found = db.kept_rows(joined, "i.taskType", _notify_wait, _integers([c for _table, c in numbers])) if plain else None
+    if found is not None and len(found):
+        waits = pd.DataFrame({"taskType": found["i.taskType"],
+                              **{c.partition(".")[2]: found[c] for _table, c in numbers}})
+    else:
+        condition, params = db.kept(joined, "i.taskType", _notify_wait) or ("1", [])
+        waits = db.frame(f"SELECT i.taskType, {', '.join(db.number(table, c) for table, c in numbers)} "
+                         f"FROM {joined} WHERE {condition}", params)
     waits = waits.loc[(db.text(waits["taskType"], warn=False) == NOTIFY_WAIT)
                       & waits["dstRank"].between(0, (1 << 20) - 1)]
     waits = pd.DataFrame({"ts": _us(waits["startNs"]), "dur": _us(waits["endNs"] - waits["startNs"]),
                           "peer": waits["dstRank"].astype("int64")})
     return waits.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def _notify_wait(name: str) -> bool:
+    return name == NOTIFY_WAIT
 
 
 def _timed(db: DbTables, events: pd.DataFrame) -> pd.DataFrame:
@@ -779,11 +860,10 @@ def _events(db: DbTables, table: str, keep: Callable[[str], bool]) -> pd.DataFra
     columns = ["name", "tid", "ts", "dur"]
     if not db.has(table):
         return pd.DataFrame(columns=columns)
-    required, numbers = ["name", "globalTid", "startNs", "endNs"], ("globalTid", "startNs", "endNs")
-    db.require(table, required)
+    numbers = ("globalTid", "startNs", "endNs")
+    db.require(table, ["name", *numbers])
     db.count_non_numbers(table, list(numbers))
-    where = db.kept(table, "name", keep)
-    rows = db.select(table, required, numbers=numbers, where=where)
+    rows = db.select_kept(table, "name", keep, numbers)
     names = db.text(rows["name"], warn=False).fillna("")
     mask = _passing(names, keep)
     return pd.DataFrame({"name": names[mask], "tid": rows["globalTid"][mask], "ts": _us(rows["startNs"][mask]),
@@ -801,11 +881,11 @@ def _api_events(db: DbTables) -> pd.DataFrame:
     (``launch``) and its level in ``type`` (10000, node), the trace joins them (``Node@launch``)."""
     if not db.has("CANN_API"):
         return pd.DataFrame(columns=["name", "tid", "ts", "dur"])
-    required, numbers = ["name", "type", "globalTid", "startNs", "endNs"], ("type", "globalTid", "startNs", "endNs")
-    db.require("CANN_API", required)
+    numbers = ("type", "globalTid", "startNs", "endNs")
+    db.require("CANN_API", ["name", *numbers])
     db.count_non_numbers("CANN_API", list(numbers))
-    where = db.kept("CANN_API", "name", lambda name: any(API_EVENTS.match(f"{level}@{name}") for level in _API_LEVELS.values()))
-    rows = db.select("CANN_API", required, numbers=numbers, where=where)
+    rows = db.select_kept("CANN_API", "name", lambda name: any(API_EVENTS.match(f"{level}@{name}")
+                                                                for level in _API_LEVELS.values()), numbers)
     names = rows["type"].map(_API_LEVELS).astype(object) + "@" + db.text(rows["name"], warn=False).astype(object)
     keep = names.notna() & _passing(names.fillna(""), lambda n: API_EVENTS.match(n) is not None)
     return pd.DataFrame({"name": names[keep], "tid": rows["globalTid"][keep], "ts": _us(rows["startNs"][keep]),
