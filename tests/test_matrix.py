@@ -17,6 +17,7 @@ from kineto_shapes import (
 )
 
 from advisor.diagnose import diagnose
+from advisor.facts.gpu import TBE_KERNEL
 from advisor.facts.matrix import kernel_math, matrix_kernels, nvidia_capability
 
 H200 = FIXTURES / "h200-recorded"
@@ -138,3 +139,18 @@ def test_an_unknown_precision_is_never_called_cuda_cores(tmp_path):
 def test_flash_attention_names_its_type():
     assert kernel_math(FLASH_ATTENTION, None, 9.0) == ("bf16", "tensor")
 
+
+
+@pytest.mark.parametrize(("name", "fused"), [
+    ("void split_embedding_codegen_forward_unweighted_kernel<float, float, int64_t, 32>(...)", True),
+    ("void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1(...)", True),
+    ("void split_embedding_nobag_codegen_forward_unweighted_small_kernel<float, float, int64_t>(...)", True),
+    ("void split_embedding_nobag_backward_codegen_sgd_unweighted_kernel_warp_per_row_1(...)", True),
+    ("void dense_embedding_codegen_forward_weighted_kernel<float, float, int32_t>(...)", True),
+    ("void fbgemm_gpu::int_nbit_split_embedding_codegen_forward_unweighted_kernel_small_L<...>(...)", True),
+    ("void at::native::(anonymous namespace)::embedding_backward_feature_kernel<float, float, long>(...)", False),
+    ("void at::native::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>(...)", False)])
+def test_fbgemm_table_batched_embedding_kernels_are_told_by_name(name, fused):
+    """FBGEMM's TBE kernels, pooled (split_embedding_*) or not (nobag), dense or split, training or inference
+    (int_nbit_*), say the embedding tables are fused already; PyTorch's own embedding kernels do not."""
+    assert bool(TBE_KERNEL.search(name)) is fused

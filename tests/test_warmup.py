@@ -45,6 +45,11 @@ def test_a_first_call_launch_is_module_loading_not_the_operators_host_work():
     (work,) = [f for f in report.findings if f.id == "host.host_work"]
     expected = idle["dispatch_us"] - idle["launch_explained_us"] - idle["dispatch_in_first_calls_us"]
     assert work.estimated_gain_us == pytest.approx(expected) and expected < 2000
+    # the measures of the wait a steady step repeats leave the loading out too (code review, 2026-11-28)
+    steady = idle["dispatch_us"] - idle["dispatch_in_first_calls_us"]
+    assert idle["dispatch_per_launch_us"] == pytest.approx(steady / idle["launches_per_step"])
+    assert idle["dispatch_outside_launches_us"] == pytest.approx(steady - idle["dispatch_in_launch_calls_us"])
+    assert idle["launch_explained_share"] == pytest.approx(idle["launch_explained_us"] / steady)
 
 
 def test_cudnn_benchmark_autotuning_marks_a_warm_up_step(tmp_path):

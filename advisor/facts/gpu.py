@@ -164,8 +164,9 @@ GRADIENT_SYNC = ("all-reduce", "reduce-scatter", "all-gather")  # what data para
 
 
 SPARSE_DIST_PIPELINE = re.compile(r"## (?:wait_)?sparse_data_dist ##")  # TorchRec's TrainPipelineSparseDist stages
-# FBGEMM's table-batched embedding (TBE) kernels: the tables already looked up together, forward and backward
-TBE_KERNEL = re.compile(r"split_embedding_(backward_)?codegen")
+# FBGEMM's table-batched embedding (TBE) kernels, pooled or not, split or dense, forward and backward (the inference
+# int_nbit_split_embedding_codegen_* among them): the tables already looked up together
+TBE_KERNEL = re.compile(r"(split|dense)_embedding_(nobag_)?(backward_)?codegen")
 COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|ucc|c10d):")  # the process group's op that launched a collective
 
 

@@ -307,19 +307,22 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         per_launch = length(intersect(launching_only, _window_set(typical))) / len(launched) if len(launched) else 0.0
         per_launch = min(per_launch, QUEUED_LAUNCH_US_CAP) if queued else per_launch
     within = {name: value / count for name, value in found.sub.items() if name.startswith("dispatch_in_")}
-    per_kernel = per_step["dispatch"] / launches if launches else None
+    # the dispatch wait a steady step repeats: module loading in first-call launches is set-up (named, not counted)
+    steady = max(per_step["dispatch"] - within.get("dispatch_in_first_calls", 0.0), 0.0)
+    per_kernel = steady / launches if launches else None
     # the task queue's launches are the operators' whole host path: only what launching itself costs is explained
     in_calls = 0.0 if queued else within["dispatch_in_launch_calls"]
-    explained = min(per_step["dispatch"], max(launches * per_launch, in_calls))
-    outside_launches = max(per_step["dispatch"] - within["dispatch_in_launch_calls"], 0.0)
+    explained = min(steady, max(launches * per_launch, in_calls))
+    outside_launches = max(steady - within["dispatch_in_launch_calls"], 0.0)
     top, top_us = _top_operator(subtract(found.late, not_the_operators), operators) if operators is not None else (None, None)
     python = rank.kineto.python if rank.kineto is not None else None
-    waiting = union(np.concatenate([intersect(typical_idle, syncs), subtract(found.late, launching_only)]))
+    not_launching = subtract(found.late, union(np.concatenate([launching_only, loading])))
+    waiting = union(np.concatenate([intersect(typical_idle, syncs), not_launching]))
     in_python = _python_in(waiting, inside(python, typical)) if python is not None and len(python) else None
     top_us = top_us / count if top_us is not None else None
     stretches = {**{f"{part}_us": found.stretches[part] for part in PARTS if part != "host"},
                  **{f"{name}_us": found.stretches[name] for name in ("item_sync", "copy_sync", "pageable_copy")},
-                 "idle_us": typical_idle, "dispatch_outside_launches_us": subtract(found.late, launching_only),
+                 "idle_us": typical_idle, "dispatch_outside_launches_us": not_launching,
                  "host_wait_outside_launches_us": waiting, **_step_stretches(windows, outliers, spread)}
     return [IdleFact(
         id=f"idle:r{rank.rank}", sources=[source], rank=rank.rank, steps=count, step_us=step, idle_us=idle,
@@ -330,8 +333,8 @@ def idle_facts(scope: RankScope) -> list[Fact]:
         copy_sync_us=found.sub["copy_sync"] / count, pageable_copy_us=found.sub["pageable_copy"] / count,
         copy_sync_after_return_us=length(intersect(found.stretches["copy_sync"], copy_refills)) / count,
         launches_per_step=launches, launch_explained_us=explained, dispatch_per_launch_us=per_kernel,
-        launch_explained_share=(share(explained, per_step["dispatch"])  # unknown where no launch is recorded
-                                if per_step["dispatch"] > 0 and len(launching) else None),
+        launch_explained_share=(share(explained, steady)  # unknown where no launch is recorded
+                                if steady > 0 and len(launching) else None),
         dispatch_in_launch_calls_us=within["dispatch_in_launch_calls"],
         dispatch_outside_launches_us=outside_launches,
         dispatch_outside_launches_share_of_step=share(outside_launches, step),
