@@ -334,7 +334,7 @@ def test_top_actions_give_a_millisecond_or_more_in_ms(example):
     for name in ("markdown", "html"):
         text = render_document(example, name, View(detail="brief"))
         text = re.sub(r'<ul class="note ranges">.*?</ul>', "", text, flags=re.S)  # positions on the trace's clock
-        assert "8.82 ms" in text and not re.search(r"\d,\d{3}\.\d µs", text), name
+        assert "6.63 ms" in text and not re.search(r"\d,\d{3}\.\d µs", text), name
 
 
 def test_the_findings_table_gives_its_gains_in_one_unit(example):
